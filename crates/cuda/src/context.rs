@@ -1,0 +1,183 @@
+//! Devices and their primary contexts.
+
+use std::sync::{Arc, Mutex};
+
+use cuda_driver_sys::{CUcontext, CUdevice, CUdevice_attribute as Attr};
+
+use crate::error::{Error, Result};
+use crate::result::{ctx, device, driver, mem};
+
+/// What the driver says about one device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceInfo {
+    /// The device ordinal.
+    pub ordinal: usize,
+    /// The marketing name, e.g. "NVIDIA H200".
+    pub name: String,
+    /// Compute capability, major and minor (9, 0 for Hopper).
+    pub compute_capability: (u32, u32),
+    /// Streaming multiprocessors.
+    pub sm_count: u32,
+    /// Total device memory in bytes.
+    pub total_memory: usize,
+    /// The PCI bus id.
+    pub pci_bus_id: String,
+}
+
+
+/// The driver's CUDA version as (major, minor), e.g. (13, 0).
+pub fn driver_version() -> Result<(u32, u32)> {
+    let v = driver::version()?;
+    Ok(((v / 1000) as u32, ((v % 1000) / 10) as u32))
+}
+
+/// The number of devices; an error when the driver is missing.
+pub fn device_count() -> Result<usize> {
+    match device::count() {
+        Err(e) if e.code() == Some(crate::error::CUDA_ERROR_NO_DEVICE) => Ok(0),
+        other => other,
+    }
+}
+
+/// Describes device `ordinal`.
+pub fn device_info(ordinal: usize) -> Result<DeviceInfo> {
+    let count = device_count()?;
+    if ordinal >= count {
+        return Err(Error::DeviceOutOfRange { ordinal, count });
+    }
+    let dev = device::get(ordinal)?;
+    let attr = |a| device::attribute(dev, a).map(|v| v.max(0) as u32);
+    Ok(DeviceInfo {
+        ordinal,
+        name: device::name(dev)?,
+        compute_capability: (
+            attr(Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+            attr(Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+        ),
+        sm_count: attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
+        total_memory: device::total_mem(dev)?,
+        pci_bus_id: device::pci_bus_id(dev)?,
+    })
+}
+
+/// Every device the driver sees.
+pub fn devices() -> Result<Vec<DeviceInfo>> {
+    (0..device_count()?).map(device_info).collect()
+}
+
+/// Free and total device memory, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemInfo {
+    /// Bytes `cuMemAlloc` could still get.
+    pub free: usize,
+    /// Bytes on the device.
+    pub total: usize,
+}
+
+/// A device's primary context, retained for as long as this value lives.
+///
+/// Every RAII type of zkpipe holds an `Arc<Context>`, so the context outlives what uses it.
+/// Errors that happen in `Drop` (which cannot return them) are recorded here and returned by
+/// the next [`Context::check_err`].
+#[derive(Debug)]
+pub struct Context {
+    dev: CUdevice,
+    raw: CUcontext,
+    info: DeviceInfo,
+    deferred: Mutex<Option<Error>>,
+}
+
+// SAFETY: a CUDA context handle may be used from any thread (the driver API is thread-safe);
+// the deferred-error slot is behind a mutex.
+unsafe impl Send for Context {}
+// SAFETY: as above.
+unsafe impl Sync for Context {}
+
+impl Context {
+    /// Retains device `ordinal`'s primary context and makes it current on this thread.
+    pub fn new(ordinal: usize) -> Result<Arc<Self>> {
+        let count = device_count()?;
+        if count == 0 {
+            return Err(Error::NoDevice { count });
+        }
+        let info = device_info(ordinal)?;
+        let dev = device::get(ordinal)?;
+        let raw = ctx::primary_retain(dev)?;
+        let ctx = Arc::new(Self { dev, raw, info, deferred: Mutex::new(None) });
+        ctx.bind()?;
+        Ok(ctx)
+    }
+
+    /// Makes this context current on the calling thread. Every method that calls the driver
+    /// does this first, so threads need not.
+    pub fn bind(&self) -> Result<()> {
+        // SAFETY: `raw` is retained for as long as `self` lives.
+        unsafe { ctx::set_current(self.raw) }
+    }
+
+    /// The device this context belongs to.
+    pub fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    /// The device ordinal.
+    pub fn ordinal(&self) -> usize {
+        self.info.ordinal
+    }
+
+    /// The raw device handle.
+    pub fn device(&self) -> CUdevice {
+        self.dev
+    }
+
+    /// Free and total device memory, as `cuMemGetInfo` reports it.
+    pub fn mem_info(&self) -> Result<MemInfo> {
+        self.bind()?;
+        let (free, total) = mem::info()?;
+        Ok(MemInfo { free, total })
+    }
+
+    /// Returns unused memory of the stream-ordered pool to the device, keeping at most `keep`
+    /// bytes, so that [`Context::mem_info`] tells what `cuMemAlloc` could get.
+    pub fn trim_async_pool(&self, keep: usize) -> Result<()> {
+        self.bind()?;
+        mem::trim_default_pool(self.dev, keep)
+    }
+
+    /// Waits for all work on the device.
+    pub fn synchronize(&self) -> Result<()> {
+        self.bind()?;
+        ctx::synchronize()?;
+        self.check_err()
+    }
+
+    /// Records an error that happened where it could not be returned (in `Drop`).
+    pub fn record_err(&self, e: Error) {
+        tracing::warn!(error = %e, "deferred CUDA error");
+        if let Ok(mut slot) = self.deferred.lock() {
+            slot.get_or_insert(e);
+        }
+    }
+
+    /// Returns (and clears) the first error recorded by [`Context::record_err`].
+    pub fn check_err(&self) -> Result<()> {
+        match self.deferred.lock().map(|mut s| s.take()) {
+            Ok(Some(e)) => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// The raw context handle.
+    pub fn raw(&self) -> CUcontext {
+        self.raw
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        // SAFETY: pairs with the retain in `new`.
+        if let Err(e) = unsafe { ctx::primary_release(self.dev) } {
+            tracing::warn!(error = %e, "releasing the primary context failed");
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! Driver tests: a missing driver is an error; on a GPU, devices, memory, copies, streams,
+//! events and modules behave, and bad input is an error that names the numbers.
+
+use std::sync::Arc;
+
+use zkpipe_cuda::testing::gpu_context;
+use zkpipe_cuda::{
+    sys, DeviceBuffer, Error, Event, KernelImage, LaunchConfig, LoadedFrom, Module, Prefer, Stream,
+};
+
+const FILL: KernelImage = KernelImage {
+    name: "fill",
+    ptx: include_str!("fixtures/fill.ptx"),
+    cubins: &[],
+};
+
+#[test]
+fn missing_driver_is_an_error_listing_what_was_tried() {
+    let err = sys::open(&["libcuda-missing-for-test.so.1", "/nonexistent/libcuda.so"]).unwrap_err();
+    let Error::NoDriver { tried } = &err else { panic!("expected NoDriver, got {err}") };
+    assert_eq!(tried.len(), 2);
+    let text = err.to_string();
+    assert!(text.contains("libcuda-missing-for-test.so.1"), "{text}");
+    assert!(text.contains("/nonexistent/libcuda.so"), "{text}");
+    assert!(err.is_no_gpu());
+}
+
+#[test]
+fn device_info_is_plausible() {
+    let Some(ctx) = gpu_context() else { return };
+    let info = ctx.info();
+    assert!(!info.name.is_empty());
+    assert!(info.sm_count > 0);
+    assert!(info.compute_capability.0 >= 5);
+    let mem = ctx.mem_info().unwrap();
+    assert!(mem.free > 0 && mem.free <= mem.total);
+    assert_eq!(mem.total, info.total_memory);
+    let (major, _) = zkpipe_cuda::driver_version().unwrap();
+    assert!(major >= 11);
+    assert!(zkpipe_cuda::device_count().unwrap() >= 1);
+    let past = zkpipe_cuda::device_count().unwrap();
+    assert!(matches!(zkpipe_cuda::device_info(past), Err(Error::DeviceOutOfRange { ordinal, count }) if ordinal == past && count == past));
+}
+
+#[test]
+fn buffer_roundtrip_and_length_checks() {
+    let Some(ctx) = gpu_context() else { return };
+    let data: Vec<u64> = (0..100_000u64).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15)).collect();
+    let buf = DeviceBuffer::from_host(&ctx, &data).unwrap();
+    assert_eq!(buf.len(), data.len());
+    assert_eq!(buf.to_vec().unwrap(), data);
+
+    let mut small = vec![0u64; 10];
+    let err = buf.copy_to_host(&mut small).unwrap_err();
+    assert!(matches!(err, Error::LengthMismatch { source_len: 100_000, destination_len: 10, .. }), "{err}");
+    let mut buf = buf;
+    let err = buf.copy_from_host_at(99_995, &[1, 2, 3, 4, 5, 6]).unwrap_err();
+    assert!(matches!(err, Error::OutOfRange { start: 99_995, end: 100_001, len: 100_000, .. }), "{err}");
+    buf.copy_from_host_at(99_995, &[1, 2, 3, 4, 5]).unwrap();
+    assert_eq!(&buf.to_vec().unwrap()[99_995..], &[1, 2, 3, 4, 5]);
+
+    let empty = DeviceBuffer::<u32>::alloc(&ctx, 0).unwrap();
+    assert!(empty.is_empty());
+    assert_eq!(empty.to_vec().unwrap(), Vec::<u32>::new());
+}
+
+#[test]
+fn too_large_allocation_names_needed_and_free_bytes() {
+    let Some(ctx) = gpu_context() else { return };
+    let total = ctx.mem_info().unwrap().total;
+    let err = DeviceBuffer::<u8>::alloc(&ctx, total * 2).unwrap_err();
+    match err {
+        Error::OutOfDeviceMemory { needed, free } => {
+            assert_eq!(needed, total * 2);
+            assert!(free < needed);
+        }
+        other => panic!("expected OutOfDeviceMemory, got {other}"),
+    }
+}
+
+#[test]
+fn stream_ordered_memory_returns_to_the_device_after_trim() {
+    let Some(ctx) = gpu_context() else { return };
+    let stream = Arc::new(Stream::new(&ctx).unwrap());
+    ctx.trim_async_pool(0).unwrap();
+    let before = ctx.mem_info().unwrap().free;
+    let bytes = 1usize << 30;
+    let mut buf = DeviceBuffer::<u8>::alloc_async(&stream, bytes).unwrap();
+    buf.zero_async(&stream).unwrap();
+    stream.synchronize().unwrap();
+    let during = ctx.mem_info().unwrap().free;
+    assert!(before - during >= bytes, "1 GiB allocated: free went from {before} to {during}");
+    drop(buf);
+    stream.synchronize().unwrap();
+    // The freed memory sits in the pool: the free-memory reading does not see it yet.
+    let pooled = ctx.mem_info().unwrap().free;
+    assert!(before - pooled >= bytes, "before trim, the pool keeps the memory: {before} vs {pooled}");
+    ctx.trim_async_pool(0).unwrap();
+    let after = ctx.mem_info().unwrap().free;
+    assert!(before.abs_diff(after) < 64 << 20, "after trim: {before} vs {after}");
+}
+
+#[test]
+fn async_copies_and_events_order_work() {
+    let Some(ctx) = gpu_context() else { return };
+    let s1 = Stream::new(&ctx).unwrap();
+    let s2 = Stream::new(&ctx).unwrap();
+    let n = 1 << 20;
+    let src: Vec<u32> = (0..n as u32).collect();
+    let mut a = DeviceBuffer::<u32>::alloc(&ctx, n).unwrap();
+    let mut b = DeviceBuffer::<u32>::alloc(&ctx, n).unwrap();
+    let start = Event::timed(&ctx).unwrap();
+    let end = Event::timed(&ctx).unwrap();
+    start.record(&s1).unwrap();
+    // SAFETY: `src` outlives the synchronize below.
+    unsafe { a.copy_from_host_async_at(0, &src, &s1) }.unwrap();
+    end.record(&s1).unwrap();
+    s2.wait(&end).unwrap();
+    b.copy_from_device_async_at(0, &a, &s2).unwrap();
+    let mut out = vec![0u32; n];
+    // SAFETY: `out` is not touched until the synchronize below.
+    unsafe { b.copy_to_host_async_at(0, &mut out, &s2) }.unwrap();
+    s2.synchronize().unwrap();
+    assert_eq!(out, src);
+    assert!(end.is_complete().unwrap());
+    let ms = start.elapsed_ms(&end).unwrap();
+    assert!(ms > 0.0 && ms < 1000.0, "{ms}");
+    assert!(s1.is_idle().unwrap());
+}
+
+#[test]
+fn modules_load_and_launches_check_arguments() {
+    let Some(ctx) = gpu_context() else { return };
+    let module = Module::load_with(&ctx, &FILL, Prefer::Ptx).unwrap();
+    assert_eq!(module.loaded_from(), LoadedFrom::Ptx);
+    let err = module.function("no_such_kernel").unwrap_err();
+    assert!(matches!(&err, Error::FunctionNotFound { function, .. } if function == "no_such_kernel"), "{err}");
+
+    let fill = module.function("fill_u32").unwrap();
+    assert_eq!(fill.param_sizes(), Some(&[8usize, 4, 4][..]));
+    let stream = Stream::new(&ctx).unwrap();
+    let n = 5000usize;
+    let out = DeviceBuffer::<u32>::alloc(&ctx, n).unwrap();
+    let cfg = LaunchConfig::for_elements(n, 256);
+    // SAFETY: `out` has n elements and the kernel writes only indices below n.
+    let err = unsafe { fill.launch(&stream, cfg, &[&out, &7u32]) }.unwrap_err();
+    assert!(matches!(err, Error::ArgumentCount { expected: 3, given: 2, .. }), "{err}");
+    // SAFETY: as above.
+    let err = unsafe { fill.launch(&stream, cfg, &[&out, &7u64, &(n as u32)]) }.unwrap_err();
+    assert!(matches!(err, Error::ArgumentSize { index: 1, expected: 4, given: 8, .. }), "{err}");
+    // SAFETY: as above, with the right arguments.
+    unsafe { fill.launch(&stream, cfg, &[&out, &7u32, &(n as u32)]) }.unwrap();
+    stream.synchronize().unwrap();
+    let v = out.to_vec().unwrap();
+    assert!(v.iter().enumerate().all(|(i, &x)| x == 7 + i as u32));
+}
