@@ -24,7 +24,6 @@ pub struct DeviceInfo {
     pub pci_bus_id: String,
 }
 
-
 /// The driver's CUDA version as (major, minor), e.g. (13, 0).
 pub fn driver_version() -> Result<(u32, u32)> {
     let v = driver::version()?;
@@ -103,7 +102,12 @@ impl Context {
         let info = device_info(ordinal)?;
         let dev = device::get(ordinal)?;
         let raw = ctx::primary_retain(dev)?;
-        let ctx = Arc::new(Self { dev, raw, info, deferred: Mutex::new(None) });
+        let ctx = Arc::new(Self {
+            dev,
+            raw,
+            info,
+            deferred: Mutex::new(None),
+        });
         ctx.bind()?;
         Ok(ctx)
     }

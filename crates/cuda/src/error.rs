@@ -20,10 +20,19 @@ pub enum Error {
     NoDriver { tried: Vec<String> },
     /// The driver library lacks an entry point this crate needs.
     #[error("the CUDA driver {library} lacks {symbol}: {reason}")]
-    MissingSymbol { library: String, symbol: &'static str, reason: String },
+    MissingSymbol {
+        library: String,
+        symbol: &'static str,
+        reason: String,
+    },
     /// A driver call failed.
     #[error("{call} failed: {name} ({code}): {message}")]
-    Driver { call: &'static str, code: u32, name: String, message: String },
+    Driver {
+        call: &'static str,
+        code: u32,
+        name: String,
+        message: String,
+    },
     /// The driver is there, but it sees no device.
     #[error("no CUDA device: the driver reports {count} devices")]
     NoDevice { count: usize },
@@ -31,20 +40,40 @@ pub enum Error {
     #[error("device {ordinal} does not exist: the driver reports {count} devices")]
     DeviceOutOfRange { ordinal: usize, count: usize },
     /// Source and destination of a copy differ in length.
-    #[error("{what}: lengths differ: source has {source_len} elements, destination {destination_len}")]
-    LengthMismatch { what: &'static str, source_len: usize, destination_len: usize },
+    #[error(
+        "{what}: lengths differ: source has {source_len} elements, destination {destination_len}"
+    )]
+    LengthMismatch {
+        what: &'static str,
+        source_len: usize,
+        destination_len: usize,
+    },
     /// A range reaches past the end of a buffer.
     #[error("{what}: range {start}..{end} is outside a buffer of {len} elements")]
-    OutOfRange { what: &'static str, start: usize, end: usize, len: usize },
+    OutOfRange {
+        what: &'static str,
+        start: usize,
+        end: usize,
+        len: usize,
+    },
     /// A module has no function of that name.
     #[error("module {module} has no function {function}")]
     FunctionNotFound { module: String, function: String },
     /// A launch with the wrong number of arguments.
     #[error("kernel {function} takes {expected} arguments, {given} given")]
-    ArgumentCount { function: String, expected: usize, given: usize },
+    ArgumentCount {
+        function: String,
+        expected: usize,
+        given: usize,
+    },
     /// A launch argument whose size differs from the kernel's parameter.
     #[error("kernel {function}: argument {index} is {given} bytes, the parameter is {expected}")]
-    ArgumentSize { function: String, index: usize, expected: usize, given: usize },
+    ArgumentSize {
+        function: String,
+        index: usize,
+        expected: usize,
+        given: usize,
+    },
     /// A launch shape the device cannot run.
     #[error("kernel {function}: invalid launch: {reason}")]
     InvalidLaunch { function: String, reason: String },
@@ -56,7 +85,11 @@ pub enum Error {
     Unsupported { symbol: &'static str },
     /// A byte count that does not fit the address space.
     #[error("{what}: {count} elements of {size} bytes overflow the address space")]
-    SizeOverflow { what: &'static str, count: usize, size: usize },
+    SizeOverflow {
+        what: &'static str,
+        count: usize,
+        size: usize,
+    },
 }
 
 impl Error {
@@ -71,7 +104,9 @@ impl Error {
                 return "unknown".to_string();
             }
             // SAFETY: checked non-null above; the string is static in the driver.
-            unsafe { CStr::from_ptr(ptr) }.to_string_lossy().into_owned()
+            unsafe { CStr::from_ptr(ptr) }
+                .to_string_lossy()
+                .into_owned()
         };
         Self::Driver {
             call,

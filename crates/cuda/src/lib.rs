@@ -24,8 +24,12 @@ mod module;
 mod stream;
 pub mod testing;
 
-pub use context::{device_count, device_info, devices, driver_version, Context, DeviceInfo, MemInfo};
+pub use context::{
+    device_count, device_info, devices, driver_version, Context, DeviceInfo, MemInfo,
+};
 pub use error::{Error, Result, CUDA_ERROR_NO_DEVICE, CUDA_ERROR_OUT_OF_MEMORY};
 pub use memory::{byte_len, DeviceBuffer};
-pub use module::{Cubin, Function, KernelImage, KernelParam, LaunchConfig, LoadedFrom, Module, Prefer};
+pub use module::{
+    Cubin, Function, KernelImage, KernelParam, LaunchConfig, LoadedFrom, Module, Prefer,
+};
 pub use stream::{Event, Stream};

@@ -41,16 +41,21 @@ unsafe impl<T: Sync> Sync for DeviceBuffer<T> {}
 
 /// Bytes for `len` elements of `T`, checked.
 pub fn byte_len<T>(what: &'static str, len: usize) -> Result<usize> {
-    len.checked_mul(std::mem::size_of::<T>()).ok_or(Error::SizeOverflow {
-        what,
-        count: len,
-        size: std::mem::size_of::<T>(),
-    })
+    len.checked_mul(std::mem::size_of::<T>())
+        .ok_or(Error::SizeOverflow {
+            what,
+            count: len,
+            size: std::mem::size_of::<T>(),
+        })
 }
 
 fn check_len(what: &'static str, source_len: usize, destination_len: usize) -> Result<()> {
     if source_len != destination_len {
-        return Err(Error::LengthMismatch { what, source_len, destination_len });
+        return Err(Error::LengthMismatch {
+            what,
+            source_len,
+            destination_len,
+        });
     }
     Ok(())
 }
@@ -69,8 +74,18 @@ impl<T: Pod> DeviceBuffer<T> {
     pub fn alloc(ctx: &Arc<Context>, len: usize) -> Result<Self> {
         let bytes = byte_len::<T>("device allocation", len)?;
         ctx.bind()?;
-        let ptr = if bytes == 0 { 0 } else { mem::alloc(bytes).map_err(|e| oom(e, bytes))? };
-        Ok(Self { ptr, len, ctx: Arc::clone(ctx), origin: Origin::Plain, _elem: PhantomData })
+        let ptr = if bytes == 0 {
+            0
+        } else {
+            mem::alloc(bytes).map_err(|e| oom(e, bytes))?
+        };
+        Ok(Self {
+            ptr,
+            len,
+            ctx: Arc::clone(ctx),
+            origin: Origin::Plain,
+            _elem: PhantomData,
+        })
     }
 
     /// Allocates `len` elements from the stream-ordered pool on `stream` (contents undefined).
@@ -133,10 +148,20 @@ impl<T: Pod> DeviceBuffer<T> {
     }
 
     /// Address and byte count of `offset..offset + count`, checked against the buffer.
-    fn range(&self, what: &'static str, offset: usize, count: usize) -> Result<(CUdeviceptr, usize)> {
+    fn range(
+        &self,
+        what: &'static str,
+        offset: usize,
+        count: usize,
+    ) -> Result<(CUdeviceptr, usize)> {
         let end = offset.checked_add(count).filter(|&e| e <= self.len);
         let Some(_) = end else {
-            return Err(Error::OutOfRange { what, start: offset, end: offset.saturating_add(count), len: self.len });
+            return Err(Error::OutOfRange {
+                what,
+                start: offset,
+                end: offset.saturating_add(count),
+                len: self.len,
+            });
         };
         let size = std::mem::size_of::<T>();
         Ok((self.ptr + (offset * size) as u64, count * size))
@@ -191,7 +216,12 @@ impl<T: Pod> DeviceBuffer<T> {
     /// # Safety
     /// `src` must stay alive and unchanged until the copy completes (wait for an event
     /// recorded after it). zkpipe-stream wraps this safely for pinned buffers.
-    pub unsafe fn copy_from_host_async_at(&mut self, offset: usize, src: &[T], stream: &Stream) -> Result<()> {
+    pub unsafe fn copy_from_host_async_at(
+        &mut self,
+        offset: usize,
+        src: &[T],
+        stream: &Stream,
+    ) -> Result<()> {
         let (dst, bytes) = self.range("host-to-device copy", offset, src.len())?;
         if bytes == 0 {
             return Ok(());
@@ -205,7 +235,12 @@ impl<T: Pod> DeviceBuffer<T> {
     ///
     /// # Safety
     /// `dst` must stay alive, and must not be read or written, until the copy completes.
-    pub unsafe fn copy_to_host_async_at(&self, offset: usize, dst: &mut [T], stream: &Stream) -> Result<()> {
+    pub unsafe fn copy_to_host_async_at(
+        &self,
+        offset: usize,
+        dst: &mut [T],
+        stream: &Stream,
+    ) -> Result<()> {
         let (src, bytes) = self.range("device-to-host copy", offset, dst.len())?;
         if bytes == 0 {
             return Ok(());
@@ -216,7 +251,12 @@ impl<T: Pod> DeviceBuffer<T> {
     }
 
     /// Enqueues a device-to-device copy of all of `src` into `self[offset..]`.
-    pub fn copy_from_device_async_at(&mut self, offset: usize, src: &DeviceBuffer<T>, stream: &Stream) -> Result<()> {
+    pub fn copy_from_device_async_at(
+        &mut self,
+        offset: usize,
+        src: &DeviceBuffer<T>,
+        stream: &Stream,
+    ) -> Result<()> {
         let (dst, bytes) = self.range("device-to-device copy", offset, src.len)?;
         if bytes == 0 {
             return Ok(());

@@ -85,19 +85,33 @@ impl Module {
         let start = Instant::now();
         let (raw, from) = match cubin {
             // SAFETY: a cubin image built by `cargo xtask ptx`; the context is current.
-            Some(c) => (unsafe { module::load_data(c.image.as_ptr().cast()) }?, LoadedFrom::Cubin(c.arch)),
+            Some(c) => (
+                unsafe { module::load_data(c.image.as_ptr().cast()) }?,
+                LoadedFrom::Cubin(c.arch),
+            ),
             None => {
-                let text = CString::new(image.ptx.as_bytes().to_vec()).map_err(|_| Error::InvalidLaunch {
-                    function: image.name.to_string(),
-                    reason: "the PTX holds a NUL byte".to_string(),
+                let text = CString::new(image.ptx.as_bytes().to_vec()).map_err(|_| {
+                    Error::InvalidLaunch {
+                        function: image.name.to_string(),
+                        reason: "the PTX holds a NUL byte".to_string(),
+                    }
                 })?;
                 // SAFETY: NUL-terminated PTX text; the context is current.
-                (unsafe { module::load_data(text.as_ptr().cast::<c_void>()) }?, LoadedFrom::Ptx)
+                (
+                    unsafe { module::load_data(text.as_ptr().cast::<c_void>()) }?,
+                    LoadedFrom::Ptx,
+                )
             }
         };
         let load_ms = start.elapsed().as_secs_f64() * 1e3;
         tracing::debug!(module = image.name, ?from, load_ms, "module loaded");
-        Ok(Arc::new(Self { ctx: Arc::clone(ctx), raw, name: image.name, from, load_ms }))
+        Ok(Arc::new(Self {
+            ctx: Arc::clone(ctx),
+            raw,
+            name: image.name,
+            from,
+            load_ms,
+        }))
     }
 
     /// Which form was loaded.
@@ -112,14 +126,22 @@ impl Module {
 
     /// Looks up a function by name.
     pub fn function(self: &Arc<Self>, name: &str) -> Result<Function> {
-        let not_found = || Error::FunctionNotFound { module: self.name.to_string(), function: name.to_string() };
+        let not_found = || Error::FunctionNotFound {
+            module: self.name.to_string(),
+            function: name.to_string(),
+        };
         let cname = CString::new(name).map_err(|_| not_found())?;
         self.ctx.bind()?;
         // SAFETY: the module is alive for as long as `self`.
         let raw = unsafe { module::get_function(self.raw, &cname) }?.ok_or_else(not_found)?;
         // SAFETY: `raw` was just looked up in a live module.
         let params = unsafe { module::param_sizes(raw) }?;
-        Ok(Function { module: Arc::clone(self), raw, name: name.to_string(), params })
+        Ok(Function {
+            module: Arc::clone(self),
+            raw,
+            name: name.to_string(),
+            params,
+        })
     }
 }
 
@@ -150,7 +172,11 @@ impl LaunchConfig {
     /// One thread per element, `block` threads per block, enough blocks to cover `n`.
     pub fn for_elements(n: usize, block: u32) -> Self {
         let blocks = n.div_ceil(block as usize).max(1);
-        Self { grid: (blocks as u32, 1, 1), block: (block, 1, 1), shared_bytes: 0 }
+        Self {
+            grid: (blocks as u32, 1, 1),
+            block: (block, 1, 1),
+            shared_bytes: 0,
+        }
     }
 }
 
@@ -220,13 +246,24 @@ impl Function {
 
     /// Checks `args` against the kernel's parameters (count and sizes).
     pub fn check_args(&self, args: &[&dyn KernelParam]) -> Result<()> {
-        let Some(params) = &self.params else { return Ok(()) };
+        let Some(params) = &self.params else {
+            return Ok(());
+        };
         if params.len() != args.len() {
-            return Err(Error::ArgumentCount { function: self.name.clone(), expected: params.len(), given: args.len() });
+            return Err(Error::ArgumentCount {
+                function: self.name.clone(),
+                expected: params.len(),
+                given: args.len(),
+            });
         }
         for (index, (&expected, a)) in params.iter().zip(args).enumerate() {
             if a.param_size() != expected {
-                return Err(Error::ArgumentSize { function: self.name.clone(), index, expected, given: a.param_size() });
+                return Err(Error::ArgumentSize {
+                    function: self.name.clone(),
+                    index,
+                    expected,
+                    given: a.param_size(),
+                });
             }
         }
         Ok(())
@@ -238,20 +275,37 @@ impl Function {
     /// The arguments must be what the kernel expects beyond their sizes (a buffer where it
     /// reads a buffer, of enough elements for the launch), and buffers must stay alive until
     /// the kernel completes. Each stage's `kernels.rs` wraps this with those checks.
-    pub unsafe fn launch(&self, stream: &Stream, cfg: LaunchConfig, args: &[&dyn KernelParam]) -> Result<()> {
+    pub unsafe fn launch(
+        &self,
+        stream: &Stream,
+        cfg: LaunchConfig,
+        args: &[&dyn KernelParam],
+    ) -> Result<()> {
         self.check_args(args)?;
         let (gx, gy, gz) = cfg.grid;
         let (bx, by, bz) = cfg.block;
         if gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0 || bx * by * bz > 1024 {
             return Err(Error::InvalidLaunch {
                 function: self.name.clone(),
-                reason: format!("grid {:?} block {:?} (each at least 1, at most 1024 threads per block)", cfg.grid, cfg.block),
+                reason: format!(
+                    "grid {:?} block {:?} (each at least 1, at most 1024 threads per block)",
+                    cfg.grid, cfg.block
+                ),
             });
         }
         let mut ptrs: Vec<*mut c_void> = args.iter().map(|a| a.param_ptr()).collect();
         self.module.ctx.bind()?;
         // SAFETY: one pointer per parameter, of the checked sizes; the caller guarantees the
         // rest (see `# Safety`).
-        unsafe { module::launch(self.raw, cfg.grid, cfg.block, cfg.shared_bytes, stream.raw(), &mut ptrs) }
+        unsafe {
+            module::launch(
+                self.raw,
+                cfg.grid,
+                cfg.block,
+                cfg.shared_bytes,
+                stream.raw(),
+                &mut ptrs,
+            )
+        }
     }
 }

@@ -81,7 +81,9 @@ pub mod device {
         // SAFETY: the driver writes at most `buf.len()` bytes including the NUL.
         unsafe { drv!(cuDeviceGetName(buf.as_mut_ptr(), buf.len() as c_int, dev)) }?;
         // SAFETY: the driver NUL-terminated the buffer.
-        Ok(unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned())
+        Ok(unsafe { CStr::from_ptr(buf.as_ptr()) }
+            .to_string_lossy()
+            .into_owned())
     }
 
     /// One integer attribute.
@@ -104,9 +106,17 @@ pub mod device {
     pub fn pci_bus_id(dev: CUdevice) -> Result<String> {
         let mut buf = [0 as c_char; 64];
         // SAFETY: the driver writes at most `buf.len()` bytes including the NUL.
-        unsafe { drv!(cuDeviceGetPCIBusId(buf.as_mut_ptr(), buf.len() as c_int, dev)) }?;
+        unsafe {
+            drv!(cuDeviceGetPCIBusId(
+                buf.as_mut_ptr(),
+                buf.len() as c_int,
+                dev
+            ))
+        }?;
         // SAFETY: the driver NUL-terminated the buffer.
-        Ok(unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned())
+        Ok(unsafe { CStr::from_ptr(buf.as_ptr()) }
+            .to_string_lossy()
+            .into_owned())
     }
 }
 
@@ -269,7 +279,12 @@ pub mod mem {
     ///
     /// # Safety
     /// `dst` has `bytes` bytes of live device memory.
-    pub unsafe fn memset_async(dst: CUdeviceptr, value: u8, bytes: usize, stream: CUstream) -> Result<()> {
+    pub unsafe fn memset_async(
+        dst: CUdeviceptr,
+        value: u8,
+        bytes: usize,
+        stream: CUstream,
+    ) -> Result<()> {
         // SAFETY: as the caller promises.
         unsafe { drv!(cuMemsetD8Async(dst, value, bytes, stream)) }
     }
@@ -360,7 +375,9 @@ pub mod module {
     /// `f` is a live function.
     pub unsafe fn param_sizes(f: CUfunction) -> Result<Option<Vec<usize>>> {
         let api = crate::sys::api()?;
-        let Some(get) = api.cuFuncGetParamInfo else { return Ok(None) };
+        let Some(get) = api.cuFuncGetParamInfo else {
+            return Ok(None);
+        };
         let mut sizes = Vec::new();
         loop {
             let (mut offset, mut size) = (0usize, 0usize);

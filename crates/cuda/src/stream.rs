@@ -25,7 +25,10 @@ impl Stream {
     pub fn new(ctx: &Arc<Context>) -> Result<Self> {
         ctx.bind()?;
         let raw = stream::create(stream::NON_BLOCKING)?;
-        Ok(Self { ctx: Arc::clone(ctx), raw })
+        Ok(Self {
+            ctx: Arc::clone(ctx),
+            raw,
+        })
     }
 
     /// The context the stream belongs to.
@@ -99,7 +102,11 @@ impl Event {
         ctx.bind()?;
         let flags = if timing { 0 } else { event::DISABLE_TIMING };
         let raw = event::create(flags)?;
-        Ok(Self { ctx: Arc::clone(ctx), raw, timing })
+        Ok(Self {
+            ctx: Arc::clone(ctx),
+            raw,
+            timing,
+        })
     }
 
     /// Creates a timing event.

@@ -136,7 +136,9 @@ static API: OnceLock<Result<Api, Error>> = OnceLock::new();
 
 /// The driver table, opened and initialised (`cuInit(0)`) on first use.
 pub fn api() -> Result<&'static Api, Error> {
-    API.get_or_init(|| open(LIBRARY_NAMES)).as_ref().map_err(Clone::clone)
+    API.get_or_init(|| open(LIBRARY_NAMES))
+        .as_ref()
+        .map_err(Clone::clone)
 }
 
 /// Opens the first library of `names` that loads and resolves, then calls `cuInit`.
@@ -154,7 +156,12 @@ pub fn open(names: &[&str]) -> Result<Api, Error> {
                 }
                 return Ok(api);
             }
-            Err(e) => tried.push(format!("{name} ({e})")),
+            Err(e) => {
+                let cause = std::error::Error::source(&e)
+                    .map(|c| format!(": {c}"))
+                    .unwrap_or_default();
+                tried.push(format!("{name} ({e}{cause})"));
+            }
         }
     }
     Err(Error::NoDriver { tried })

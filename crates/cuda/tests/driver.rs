@@ -17,7 +17,9 @@ const FILL: KernelImage = KernelImage {
 #[test]
 fn missing_driver_is_an_error_listing_what_was_tried() {
     let err = sys::open(&["libcuda-missing-for-test.so.1", "/nonexistent/libcuda.so"]).unwrap_err();
-    let Error::NoDriver { tried } = &err else { panic!("expected NoDriver, got {err}") };
+    let Error::NoDriver { tried } = &err else {
+        panic!("expected NoDriver, got {err}")
+    };
     assert_eq!(tried.len(), 2);
     let text = err.to_string();
     assert!(text.contains("libcuda-missing-for-test.so.1"), "{text}");
@@ -39,23 +41,50 @@ fn device_info_is_plausible() {
     assert!(major >= 11);
     assert!(zkpipe_cuda::device_count().unwrap() >= 1);
     let past = zkpipe_cuda::device_count().unwrap();
-    assert!(matches!(zkpipe_cuda::device_info(past), Err(Error::DeviceOutOfRange { ordinal, count }) if ordinal == past && count == past));
+    assert!(
+        matches!(zkpipe_cuda::device_info(past), Err(Error::DeviceOutOfRange { ordinal, count }) if ordinal == past && count == past)
+    );
 }
 
 #[test]
 fn buffer_roundtrip_and_length_checks() {
     let Some(ctx) = gpu_context() else { return };
-    let data: Vec<u64> = (0..100_000u64).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15)).collect();
+    let data: Vec<u64> = (0..100_000u64)
+        .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+        .collect();
     let buf = DeviceBuffer::from_host(&ctx, &data).unwrap();
     assert_eq!(buf.len(), data.len());
     assert_eq!(buf.to_vec().unwrap(), data);
 
     let mut small = vec![0u64; 10];
     let err = buf.copy_to_host(&mut small).unwrap_err();
-    assert!(matches!(err, Error::LengthMismatch { source_len: 100_000, destination_len: 10, .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            Error::LengthMismatch {
+                source_len: 100_000,
+                destination_len: 10,
+                ..
+            }
+        ),
+        "{err}"
+    );
     let mut buf = buf;
-    let err = buf.copy_from_host_at(99_995, &[1, 2, 3, 4, 5, 6]).unwrap_err();
-    assert!(matches!(err, Error::OutOfRange { start: 99_995, end: 100_001, len: 100_000, .. }), "{err}");
+    let err = buf
+        .copy_from_host_at(99_995, &[1, 2, 3, 4, 5, 6])
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::OutOfRange {
+                start: 99_995,
+                end: 100_001,
+                len: 100_000,
+                ..
+            }
+        ),
+        "{err}"
+    );
     buf.copy_from_host_at(99_995, &[1, 2, 3, 4, 5]).unwrap();
     assert_eq!(&buf.to_vec().unwrap()[99_995..], &[1, 2, 3, 4, 5]);
 
@@ -89,15 +118,24 @@ fn stream_ordered_memory_returns_to_the_device_after_trim() {
     buf.zero_async(&stream).unwrap();
     stream.synchronize().unwrap();
     let during = ctx.mem_info().unwrap().free;
-    assert!(before - during >= bytes, "1 GiB allocated: free went from {before} to {during}");
+    assert!(
+        before - during >= bytes,
+        "1 GiB allocated: free went from {before} to {during}"
+    );
     drop(buf);
     stream.synchronize().unwrap();
     // The freed memory sits in the pool: the free-memory reading does not see it yet.
     let pooled = ctx.mem_info().unwrap().free;
-    assert!(before - pooled >= bytes, "before trim, the pool keeps the memory: {before} vs {pooled}");
+    assert!(
+        before - pooled >= bytes,
+        "before trim, the pool keeps the memory: {before} vs {pooled}"
+    );
     ctx.trim_async_pool(0).unwrap();
     let after = ctx.mem_info().unwrap().free;
-    assert!(before.abs_diff(after) < 64 << 20, "after trim: {before} vs {after}");
+    assert!(
+        before.abs_diff(after) < 64 << 20,
+        "after trim: {before} vs {after}"
+    );
 }
 
 #[test]
@@ -134,7 +172,10 @@ fn modules_load_and_launches_check_arguments() {
     let module = Module::load_with(&ctx, &FILL, Prefer::Ptx).unwrap();
     assert_eq!(module.loaded_from(), LoadedFrom::Ptx);
     let err = module.function("no_such_kernel").unwrap_err();
-    assert!(matches!(&err, Error::FunctionNotFound { function, .. } if function == "no_such_kernel"), "{err}");
+    assert!(
+        matches!(&err, Error::FunctionNotFound { function, .. } if function == "no_such_kernel"),
+        "{err}"
+    );
 
     let fill = module.function("fill_u32").unwrap();
     assert_eq!(fill.param_sizes(), Some(&[8usize, 4, 4][..]));
@@ -144,10 +185,31 @@ fn modules_load_and_launches_check_arguments() {
     let cfg = LaunchConfig::for_elements(n, 256);
     // SAFETY: `out` has n elements and the kernel writes only indices below n.
     let err = unsafe { fill.launch(&stream, cfg, &[&out, &7u32]) }.unwrap_err();
-    assert!(matches!(err, Error::ArgumentCount { expected: 3, given: 2, .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            Error::ArgumentCount {
+                expected: 3,
+                given: 2,
+                ..
+            }
+        ),
+        "{err}"
+    );
     // SAFETY: as above.
     let err = unsafe { fill.launch(&stream, cfg, &[&out, &7u64, &(n as u32)]) }.unwrap_err();
-    assert!(matches!(err, Error::ArgumentSize { index: 1, expected: 4, given: 8, .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            Error::ArgumentSize {
+                index: 1,
+                expected: 4,
+                given: 8,
+                ..
+            }
+        ),
+        "{err}"
+    );
     // SAFETY: as above, with the right arguments.
     unsafe { fill.launch(&stream, cfg, &[&out, &7u32, &(n as u32)]) }.unwrap();
     stream.synchronize().unwrap();

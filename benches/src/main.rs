@@ -1,0 +1,90 @@
+//! `zkpipe-bench`: GPU benchmarks. Each prints a table and, with `--json`, JSON.
+//!
+//! - `pcie`: host-to-device and device-to-host GB/s for pageable, pinned (pool) and registered
+//!   memory, and an overlap check of a copy against a kernel on another stream.
+//! - `load`: how long loading each kernel module takes (cubin, and PTX with `--ptx`).
+
+#![forbid(unsafe_code)]
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod load;
+mod pcie;
+mod stats;
+
+#[derive(Debug, Parser)]
+#[command(about = "zkpipe GPU benchmarks")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+    /// Print JSON instead of the table.
+    #[arg(long, global = true)]
+    json: bool,
+    /// Also write the JSON to this file.
+    #[arg(long, global = true)]
+    json_out: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// PCIe bandwidth by memory kind and size, and copy/kernel overlap.
+    Pcie {
+        /// Sizes in MiB.
+        #[arg(long, value_delimiter = ',', default_values_t = vec![64, 256, 1024, 4096])]
+        sizes_mib: Vec<usize>,
+        /// Timed runs per figure (the median is reported).
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+    },
+    /// Module load times.
+    Load {
+        /// Also load each module from its PTX (the driver's JIT; slow on a fresh machine).
+        #[arg(long)]
+        ptx: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Pcie { sizes_mib, runs } => pcie::run(&sizes_mib, runs),
+        Command::Load { ptx } => load::run(ptx),
+    };
+    let report = match result {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let json = serde_json::to_string_pretty(&report.json).unwrap_or_default();
+    if let Some(path) = &cli.json_out {
+        if let Err(e) = std::fs::write(path, &json) {
+            eprintln!("error: writing {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    if cli.json {
+        println!("{json}");
+    } else {
+        print!("{}", report.table);
+    }
+    ExitCode::SUCCESS
+}
+
+/// What a benchmark returns: a table for people, JSON for tools.
+#[derive(Debug)]
+pub struct Report {
+    /// The table, ready to print.
+    pub table: String,
+    /// The same figures as JSON.
+    pub json: serde_json::Value,
+}
+
+/// Errors of the benchmarks.
+pub type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;

@@ -1,0 +1,100 @@
+//! `zkpipe info`: the driver version and every device, or a plain statement that there is none.
+
+use serde::Serialize;
+use zkpipe_cuda::{Context, Error};
+
+#[derive(Debug, Serialize)]
+struct Device {
+    ordinal: usize,
+    name: String,
+    compute_capability: String,
+    sm_count: u32,
+    total_memory_bytes: usize,
+    free_memory_bytes: Option<usize>,
+    pci_bus_id: String,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    driver_version: Option<String>,
+    devices: Vec<Device>,
+    no_gpu_reason: Option<String>,
+}
+
+fn gib(bytes: usize) -> f64 {
+    bytes as f64 / (1u64 << 30) as f64
+}
+
+fn collect() -> Result<Report, Error> {
+    let version = match zkpipe_cuda::driver_version() {
+        Ok((major, minor)) => format!("{major}.{minor}"),
+        Err(e) if e.is_no_gpu() => {
+            return Ok(Report {
+                driver_version: None,
+                devices: vec![],
+                no_gpu_reason: Some(e.to_string()),
+            })
+        }
+        Err(e) => return Err(e),
+    };
+    let mut devices = Vec::new();
+    for info in zkpipe_cuda::devices()? {
+        let free = Context::new(info.ordinal)
+            .and_then(|c| c.mem_info())
+            .map(|m| m.free)
+            .ok();
+        devices.push(Device {
+            ordinal: info.ordinal,
+            name: info.name,
+            compute_capability: format!(
+                "{}.{}",
+                info.compute_capability.0, info.compute_capability.1
+            ),
+            sm_count: info.sm_count,
+            total_memory_bytes: info.total_memory,
+            free_memory_bytes: free,
+            pci_bus_id: info.pci_bus_id,
+        });
+    }
+    let no_gpu_reason = devices
+        .is_empty()
+        .then(|| "the driver sees no CUDA device".to_string());
+    Ok(Report {
+        driver_version: Some(version),
+        devices,
+        no_gpu_reason,
+    })
+}
+
+/// Prints the report; a machine with no GPU is not an error.
+pub fn run(json: bool) -> Result<(), Box<dyn std::error::Error>> {
+    let report = collect()?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    match &report.driver_version {
+        Some(v) => println!("CUDA driver {v}"),
+        None => println!("no CUDA driver"),
+    }
+    if let Some(reason) = &report.no_gpu_reason {
+        println!("no GPU: {reason}");
+        println!("zkpipe will run every stage on its CPU implementation (slowly) on this machine.");
+    }
+    for d in &report.devices {
+        let free = d
+            .free_memory_bytes
+            .map_or("?".to_string(), |f| format!("{:.1}", gib(f)));
+        println!(
+            "device {}: {} (sm_{}), {} SMs, {:.1} GiB total, {} GiB free, PCI {}",
+            d.ordinal,
+            d.name,
+            d.compute_capability.replace('.', ""),
+            d.sm_count,
+            gib(d.total_memory_bytes),
+            free,
+            d.pci_bus_id
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,37 @@
+// Test kernels of zkpipe-field: each field's add, sub, mul and square, and G1/G2 double, mixed
+// add and add, element by element, for the tests that check them against blstrs.
+
+#define FIELD_OPS(NAME, T, OP)                                                   \
+  KERNEL void NAME(const T* a, const T* b, T* out, uint n) {                     \
+    const uint i = GET_GLOBAL_ID();                                              \
+    if (i >= n) return;                                                          \
+    const T x = a[i];                                                            \
+    const T y = b[i];                                                            \
+    out[i] = OP(add)(x, y);                                                      \
+    out[n + i] = OP(sub)(x, y);                                                  \
+    out[2 * n + i] = OP(mul)(x, y);                                              \
+    out[3 * n + i] = OP(sqr)(x);                                                 \
+  }
+
+FIELD_OPS(fr_ops, FR, FR_)
+FIELD_OPS(fp_ops, FP, FP_)
+FIELD_OPS(fp2_ops, FP2, FP2_)
+
+// out[i] = 2p, out[n + i] = p + q (mixed), out[2n + i] = p + q (both Jacobian, q with z = 1).
+#define POINT_OPS(NAME, JAC, AFF, OP, ONE)                                       \
+  KERNEL void NAME(const JAC* p, const AFF* q, JAC* out, uint n) {               \
+    const uint i = GET_GLOBAL_ID();                                              \
+    if (i >= n) return;                                                          \
+    const JAC a = p[i];                                                          \
+    const AFF b = q[i];                                                          \
+    JAC bj;                                                                      \
+    bj.x = b.x;                                                                  \
+    bj.y = b.y;                                                                  \
+    bj.z = ONE;                                                                  \
+    out[i] = OP(double)(a);                                                      \
+    out[n + i] = OP(add_mixed)(a, b);                                            \
+    out[2 * n + i] = OP(add)(a, bj);                                             \
+  }
+
+POINT_OPS(g1_ops, G1_JACOBIAN, G1_AFFINE, G1_, FP_(ONE))
+POINT_OPS(g2_ops, G2_JACOBIAN, G2_AFFINE, G2_, FP2_(ONE))

@@ -1,0 +1,148 @@
+//! Typed launches of the field test kernels (`kernels/field_test.cu`): each wrapper checks
+//! the lengths and holds the one unsafe launch.
+//!
+//! The compiled image (`ptx/field.ptx`) is embedded by its users, not by this crate, because
+//! `cargo xtask ptx` builds that image from this crate's source and must compile without it.
+
+use std::sync::Arc;
+
+use bytemuck::Pod;
+use zkpipe_cuda::{Context, DeviceBuffer, Function, KernelImage, LaunchConfig, Module, Stream};
+
+use crate::layout::{Fp, Fp2, Fr, G1Affine, G1Projective, G2Affine, G2Projective};
+
+/// Errors of the test-kernel launches.
+#[derive(Debug, thiserror::Error)]
+pub enum KernelError {
+    /// A driver call failed.
+    #[error(transparent)]
+    Cuda(#[from] zkpipe_cuda::Error),
+    /// Buffers whose lengths do not fit together.
+    #[error(
+        "{kernel}: inputs of {a} and {b} elements need an output of {expected} elements, got {out}"
+    )]
+    Lengths {
+        kernel: &'static str,
+        a: usize,
+        b: usize,
+        expected: usize,
+        out: usize,
+    },
+    /// More elements than one launch can index.
+    #[error("{kernel}: {n} elements exceed the u32 index range")]
+    TooMany { kernel: &'static str, n: usize },
+}
+
+/// The field and point test kernels of one device.
+#[derive(Debug)]
+pub struct FieldTestKernels {
+    fr: Function,
+    fp: Function,
+    fp2: Function,
+    g1: Function,
+    g2: Function,
+}
+
+const BLOCK: u32 = 256;
+
+fn launch<A: Pod, B: Pod, O: Pod>(
+    f: &Function,
+    kernel: &'static str,
+    outputs: usize,
+    stream: &Stream,
+    a: &DeviceBuffer<A>,
+    b: &DeviceBuffer<B>,
+    out: &mut DeviceBuffer<O>,
+) -> Result<(), KernelError> {
+    let n = a.len();
+    let expected = n * outputs;
+    if b.len() != n || out.len() != expected {
+        return Err(KernelError::Lengths {
+            kernel,
+            a: n,
+            b: b.len(),
+            expected,
+            out: out.len(),
+        });
+    }
+    let n32 =
+        u32::try_from(expected).map_err(|_| KernelError::TooMany { kernel, n })? / outputs as u32;
+    if n == 0 {
+        return Ok(());
+    }
+    let cfg = LaunchConfig::for_elements(n, BLOCK);
+    // SAFETY: the kernel reads a[i], b[i] and writes out[k * n + i] for i < n and k < outputs,
+    // and the lengths were checked above; the buffers are borrowed until the caller
+    // synchronises (the borrow of `out` is exclusive).
+    unsafe { f.launch(stream, cfg, &[a, b, &*out, &n32]) }?;
+    Ok(())
+}
+
+impl FieldTestKernels {
+    /// Loads the test kernels from `image` (built from this crate's `kernels/` by xtask).
+    pub fn load(ctx: &Arc<Context>, image: &KernelImage) -> Result<Self, KernelError> {
+        let m = Module::load(ctx, image)?;
+        Ok(Self {
+            fr: m.function("fr_ops")?,
+            fp: m.function("fp_ops")?,
+            fp2: m.function("fp2_ops")?,
+            g1: m.function("g1_ops")?,
+            g2: m.function("g2_ops")?,
+        })
+    }
+
+    /// out = [a + b, a - b, a * b, a^2] in Fr (4n elements).
+    pub fn fr_ops(
+        &self,
+        s: &Stream,
+        a: &DeviceBuffer<Fr>,
+        b: &DeviceBuffer<Fr>,
+        out: &mut DeviceBuffer<Fr>,
+    ) -> Result<(), KernelError> {
+        launch(&self.fr, "fr_ops", 4, s, a, b, out)
+    }
+
+    /// out = [a + b, a - b, a * b, a^2] in Fp (4n elements).
+    pub fn fp_ops(
+        &self,
+        s: &Stream,
+        a: &DeviceBuffer<Fp>,
+        b: &DeviceBuffer<Fp>,
+        out: &mut DeviceBuffer<Fp>,
+    ) -> Result<(), KernelError> {
+        launch(&self.fp, "fp_ops", 4, s, a, b, out)
+    }
+
+    /// out = [a + b, a - b, a * b, a^2] in Fp2 (4n elements).
+    pub fn fp2_ops(
+        &self,
+        s: &Stream,
+        a: &DeviceBuffer<Fp2>,
+        b: &DeviceBuffer<Fp2>,
+        out: &mut DeviceBuffer<Fp2>,
+    ) -> Result<(), KernelError> {
+        launch(&self.fp2, "fp2_ops", 4, s, a, b, out)
+    }
+
+    /// out = [2p, p + q (mixed), p + q (Jacobian)] in G1 (3n elements).
+    pub fn g1_ops(
+        &self,
+        s: &Stream,
+        p: &DeviceBuffer<G1Projective>,
+        q: &DeviceBuffer<G1Affine>,
+        out: &mut DeviceBuffer<G1Projective>,
+    ) -> Result<(), KernelError> {
+        launch(&self.g1, "g1_ops", 3, s, p, q, out)
+    }
+
+    /// out = [2p, p + q (mixed), p + q (Jacobian)] in G2 (3n elements).
+    pub fn g2_ops(
+        &self,
+        s: &Stream,
+        p: &DeviceBuffer<G2Projective>,
+        q: &DeviceBuffer<G2Affine>,
+        out: &mut DeviceBuffer<G2Projective>,
+    ) -> Result<(), KernelError> {
+        launch(&self.g2, "g2_ops", 3, s, p, q, out)
+    }
+}

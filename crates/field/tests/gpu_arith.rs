@@ -1,0 +1,178 @@
+//! Field and point arithmetic of ec-gpu-gen's kernels checked against blstrs on the GPU, on
+//! 2^20 random inputs each plus edge cases (zero, one, p - 1, equal and opposite points, the
+//! identity).
+
+use blstrs::{Fp, Fp2, G1Projective, G2Projective, Scalar};
+use ff::Field;
+use group::{Curve, Group};
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+use zkpipe_cuda::testing::gpu_context;
+use zkpipe_cuda::{Cubin, DeviceBuffer, KernelImage, Stream};
+use zkpipe_field::kernels::FieldTestKernels;
+use zkpipe_field::{cast, layout};
+
+const FIELD: KernelImage = KernelImage {
+    name: "field",
+    ptx: include_str!("../../../ptx/field.ptx"),
+    cubins: &[Cubin {
+        arch: (9, 0),
+        image: include_bytes!("../../../ptx/field.sm_90.cubin"),
+    }],
+};
+
+const N: usize = 1 << 20;
+
+fn rng() -> ChaCha8Rng {
+    let seed = rand::thread_rng().next_u64();
+    println!("seed {seed}");
+    ChaCha8Rng::seed_from_u64(seed)
+}
+
+/// Random field elements, with the edge cases first.
+fn elements<F: Field>(n: usize, rng: &mut ChaCha8Rng) -> Vec<F> {
+    let mut v = vec![F::ZERO, F::ONE, -F::ONE, F::ZERO, -F::ONE, F::ONE];
+    v.extend((v.len()..n).map(|_| F::random(&mut *rng)));
+    v.truncate(n);
+    v
+}
+
+macro_rules! field_test {
+    ($name:ident, $blst:ty, $gpu:ty, $view:path, $kernel:ident) => {
+        #[test]
+        fn $name() {
+            let Some(ctx) = gpu_context() else { return };
+            let k = FieldTestKernels::load(&ctx, &FIELD).unwrap();
+            let stream = Stream::new(&ctx).unwrap();
+            let mut rng = rng();
+            let a: Vec<$blst> = elements(N, &mut rng);
+            let mut b: Vec<$blst> = elements(N, &mut rng);
+            b[..6].copy_from_slice(&[
+                <$blst>::ONE,
+                <$blst>::ZERO,
+                <$blst>::ONE,
+                -<$blst>::ONE,
+                -<$blst>::ONE,
+                <$blst>::ONE,
+            ]);
+            let da = DeviceBuffer::from_host(&ctx, $view(&a)).unwrap();
+            let db = DeviceBuffer::from_host(&ctx, $view(&b)).unwrap();
+            let mut out = DeviceBuffer::<$gpu>::alloc(&ctx, 4 * N).unwrap();
+            k.$kernel(&stream, &da, &db, &mut out).unwrap();
+            stream.synchronize().unwrap();
+            let got: Vec<$blst> = out.to_vec().unwrap().into_iter().map(Into::into).collect();
+            let bad = (0..N)
+                .into_par_iter()
+                .filter(|&i| {
+                    let (x, y) = (a[i], b[i]);
+                    got[i] != x + y
+                        || got[N + i] != x - y
+                        || got[2 * N + i] != x * y
+                        || got[3 * N + i] != x.square()
+                })
+                .count();
+            assert_eq!(bad, 0, "{bad} of {N} elements differ from blstrs");
+            // Bad lengths are an error, not a launch.
+            let mut short = DeviceBuffer::<$gpu>::alloc(&ctx, N).unwrap();
+            let err = k.$kernel(&stream, &da, &db, &mut short).unwrap_err();
+            assert!(err.to_string().contains(&format!("{}", 4 * N)), "{err}");
+        }
+    };
+}
+
+field_test!(
+    fr_arithmetic_matches_blstrs,
+    Scalar,
+    layout::Fr,
+    cast::scalars_as_fr,
+    fr_ops
+);
+field_test!(
+    fp_arithmetic_matches_blstrs,
+    Fp,
+    layout::Fp,
+    cast::fps_as_gpu,
+    fp_ops
+);
+field_test!(
+    fp2_arithmetic_matches_blstrs,
+    Fp2,
+    layout::Fp2,
+    cast::fp2s_as_gpu,
+    fp2_ops
+);
+
+macro_rules! point_test {
+    ($name:ident, $proj:ty, $aff_gpu:ty, $proj_gpu:ty, $kernel:ident) => {
+        #[test]
+        fn $name() {
+            let Some(ctx) = gpu_context() else { return };
+            let k = FieldTestKernels::load(&ctx, &FIELD).unwrap();
+            let stream = Stream::new(&ctx).unwrap();
+            let mut rng = rng();
+            let bases: Vec<$proj> = (0..1024).map(|_| <$proj>::random(&mut rng)).collect();
+            let picks: Vec<(usize, usize, usize)> = (0..N)
+                .map(|_| {
+                    let r = rng.next_u64() as usize;
+                    (r & 1023, (r >> 10) & 1023, (r >> 20) & 1023)
+                })
+                .collect();
+            // p: a sum of two bases, so z is not 1; q: a third base, affine.
+            let mut p: Vec<$proj> = picks
+                .par_iter()
+                .map(|&(i, j, _)| bases[i] + bases[j])
+                .collect();
+            let mut q_proj: Vec<$proj> = picks.par_iter().map(|&(_, _, l)| bases[l]).collect();
+            // Edge cases: p = identity; q = p (addition becomes doubling); q = -p (sum is the
+            // identity); p = a point plus its own double.
+            p[0] = <$proj>::identity();
+            q_proj[1] = p[1];
+            q_proj[2] = -p[2];
+            p[3] = q_proj[3].double() + q_proj[3];
+            let mut q = vec![Default::default(); N];
+            <$proj>::batch_normalize(&q_proj, &mut q);
+            let p_gpu: Vec<$proj_gpu> = p.iter().map(|&x| x.into()).collect();
+            let q_gpu: Vec<$aff_gpu> = q.iter().map(|&x| x.into()).collect();
+            let dp = DeviceBuffer::from_host(&ctx, &p_gpu).unwrap();
+            let dq = DeviceBuffer::from_host(&ctx, &q_gpu).unwrap();
+            let mut out = DeviceBuffer::<$proj_gpu>::alloc(&ctx, 3 * N).unwrap();
+            k.$kernel(&stream, &dp, &dq, &mut out).unwrap();
+            stream.synchronize().unwrap();
+            let got: Vec<$proj> = out.to_vec().unwrap().into_iter().map(Into::into).collect();
+            let bad: Vec<usize> = (0..N)
+                .into_par_iter()
+                .filter(|&i| {
+                    let sum = p[i] + q_proj[i];
+                    got[i] != p[i].double() || got[N + i] != sum || got[2 * N + i] != sum
+                })
+                .collect();
+            assert!(
+                bad.is_empty(),
+                "{} of {N} differ from blstrs, first at {:?}",
+                bad.len(),
+                &bad[..bad.len().min(8)]
+            );
+            assert!(
+                bool::from(got[N + 2].is_identity()),
+                "p + (-p) is the identity"
+            );
+            assert!(bool::from(got[N + 2].to_affine().is_on_curve()));
+        }
+    };
+}
+
+point_test!(
+    g1_double_and_add_match_blstrs,
+    G1Projective,
+    layout::G1Affine,
+    layout::G1Projective,
+    g1_ops
+);
+point_test!(
+    g2_double_and_add_match_blstrs,
+    G2Projective,
+    layout::G2Affine,
+    layout::G2Projective,
+    g2_ops
+);

@@ -1,0 +1,37 @@
+//! zkpipe-stream: ordering work on a device, and sharing a device between workers.
+//!
+//! - [`Stream`] and [`Event`] (from zkpipe-cuda, re-exported), [`Timer`] for event timing.
+//! - [`upload`] and [`download`]: asynchronous copies between pinned host memory and the
+//!   device. The copy takes ownership of the host buffer and hands it back through
+//!   [`InFlight::wait`], so the buffer can be neither freed nor touched while the copy runs.
+//! - [`GpuLock`]: the per-device lock that serialises kernel phases while uploads proceed
+//!   outside it.
+//! - [`VramBudget`]: admission by bytes, so workers sharing a device never ask it for more
+//!   memory than it has.
+
+mod budget;
+pub mod kernels;
+mod lock;
+mod transfer;
+
+pub use budget::{BudgetError, BudgetStats, VramBudget, VramGrant};
+pub use lock::{GpuGuard, GpuLock};
+pub use transfer::{download, upload, InFlight, Timer};
+pub use zkpipe_cuda::{Event, Stream};
+
+/// Errors of this crate.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A driver call failed.
+    #[error(transparent)]
+    Cuda(#[from] zkpipe_cuda::Error),
+    /// The VRAM budget refused a request.
+    #[error(transparent)]
+    Budget(#[from] BudgetError),
+    /// A copy's host buffer was already handed back.
+    #[error("the copy's host buffer was already taken")]
+    AlreadyTaken,
+}
+
+/// This crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,136 @@
+//! Asynchronous copies between pinned host memory and the device, and event timing.
+
+use std::sync::Arc;
+
+use bytemuck::Pod;
+use zkpipe_cuda::{Context, DeviceBuffer, Event, Stream};
+use zkpipe_pinned::{PinnedMemory, PooledBuffer};
+
+use crate::Result;
+
+/// A copy in flight: it owns the host buffer until the copy completes.
+///
+/// [`InFlight::wait`] blocks until the copy is done and returns the buffer. Dropping an
+/// `InFlight` also waits (a copy must never outlive its host memory); for pool buffers,
+/// [`InFlight::release`] returns the buffer to its pool without blocking.
+#[derive(Debug)]
+#[must_use = "a copy's host buffer comes back through wait() or release()"]
+pub struct InFlight<H> {
+    parts: Option<(H, Event)>,
+    bytes: usize,
+}
+
+impl<H> InFlight<H> {
+    /// Waits for the copy and returns the host buffer.
+    pub fn wait(mut self) -> Result<H> {
+        let (host, event) = self.parts.take().ok_or(crate::Error::AlreadyTaken)?;
+        event.synchronize()?;
+        Ok(host)
+    }
+
+    /// The event that completes with the copy (for other streams to wait on).
+    pub fn event(&self) -> Option<&Event> {
+        self.parts.as_ref().map(|(_, e)| e)
+    }
+
+    /// True once the copy has completed.
+    pub fn is_done(&self) -> Result<bool> {
+        match &self.parts {
+            Some((_, e)) => Ok(e.is_complete()?),
+            None => Ok(true),
+        }
+    }
+
+    /// Bytes the copy moves.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+impl<T: Pod + Send> InFlight<PooledBuffer<T>> {
+    /// Returns the buffer to its pool without waiting: the pool waits for the copy before it
+    /// lends the buffer again.
+    pub fn release(mut self) {
+        if let Some((host, event)) = self.parts.take() {
+            host.release_after(event);
+        }
+    }
+}
+
+impl<H> Drop for InFlight<H> {
+    fn drop(&mut self) {
+        if let Some((_, event)) = &self.parts {
+            if let Err(e) = event.synchronize() {
+                tracing::warn!(error = %e, "waiting for a copy in drop failed");
+            }
+        }
+    }
+}
+
+/// Enqueues a copy of all of `src` into `dst[offset..]` on `stream`.
+pub fn upload<T, H>(
+    stream: &Stream,
+    src: H,
+    dst: &mut DeviceBuffer<T>,
+    offset: usize,
+) -> Result<InFlight<H>>
+where
+    T: Pod,
+    H: PinnedMemory<T>,
+{
+    let bytes = std::mem::size_of_val(&*src);
+    // SAFETY: `src` is pinned memory that the returned `InFlight` owns until the event after
+    // the copy completes (`wait`, `release` or `Drop`), so it stays valid and unchanged.
+    unsafe { dst.copy_from_host_async_at(offset, &src, stream) }?;
+    let event = stream.record()?;
+    Ok(InFlight {
+        parts: Some((src, event)),
+        bytes,
+    })
+}
+
+/// Enqueues a copy of `src[offset..offset + dst.len()]` into `dst` on `stream`.
+pub fn download<T, H>(
+    stream: &Stream,
+    src: &DeviceBuffer<T>,
+    offset: usize,
+    mut dst: H,
+) -> Result<InFlight<H>>
+where
+    T: Pod,
+    H: PinnedMemory<T>,
+{
+    let bytes = std::mem::size_of_val(&*dst);
+    // SAFETY: `dst` is pinned memory owned by the returned `InFlight` until the copy's event
+    // completes; nothing else can read or write it meanwhile.
+    unsafe { src.copy_to_host_async_at(offset, &mut dst, stream) }?;
+    let event = stream.record()?;
+    Ok(InFlight {
+        parts: Some((dst, event)),
+        bytes,
+    })
+}
+
+/// Times GPU work on a stream with a pair of events.
+#[derive(Debug)]
+pub struct Timer {
+    start: Event,
+    end: Event,
+}
+
+impl Timer {
+    /// Records the start on `stream`.
+    pub fn start(ctx: &Arc<Context>, stream: &Stream) -> Result<Self> {
+        let start = Event::timed(ctx)?;
+        let end = Event::timed(ctx)?;
+        start.record(stream)?;
+        Ok(Self { start, end })
+    }
+
+    /// Records the end on `stream`, waits for it and returns the milliseconds between.
+    pub fn stop(self, stream: &Stream) -> Result<f32> {
+        self.end.record(stream)?;
+        self.end.synchronize()?;
+        Ok(self.start.elapsed_ms(&self.end)?)
+    }
+}

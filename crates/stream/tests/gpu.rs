@@ -1,0 +1,140 @@
+//! Streams, events, pinned transfers, overlap of a copy with a kernel, and the budget read
+//! from a real device.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use zkpipe_cuda::testing::gpu_context;
+use zkpipe_cuda::DeviceBuffer;
+use zkpipe_pinned::{PinnedBuffer, PinnedPool, RegisteredVec};
+use zkpipe_stream::kernels::Spin;
+use zkpipe_stream::{download, upload, Event, Stream, Timer, VramBudget};
+
+#[test]
+fn pinned_upload_and_download_round_trip() {
+    let Some(ctx) = gpu_context() else { return };
+    let stream = Stream::new(&ctx).unwrap();
+    let n = 4 << 20;
+    let mut src = PinnedBuffer::<u32>::new(&ctx, n).unwrap();
+    src.iter_mut()
+        .enumerate()
+        .for_each(|(i, x)| *x = (i as u32).wrapping_mul(2_654_435_761));
+    let mut dev = DeviceBuffer::<u32>::alloc(&ctx, n).unwrap();
+    let up = upload(&stream, src, &mut dev, 0).unwrap();
+    assert_eq!(up.bytes(), n * 4);
+    let src = up.wait().unwrap();
+    let dst = PinnedBuffer::<u32>::new(&ctx, n).unwrap();
+    let back = download(&stream, &dev, 0, dst).unwrap().wait().unwrap();
+    assert_eq!(&back[..], &src[..]);
+
+    // A download of a range past the end is an error naming the numbers.
+    let small = PinnedBuffer::<u32>::new(&ctx, 16).unwrap();
+    let err = download(&stream, &dev, n - 8, small).unwrap_err();
+    assert!(err.to_string().contains(&format!("{}", n + 8)), "{err}");
+}
+
+#[test]
+fn pool_and_registered_memory_upload() {
+    let Some(ctx) = gpu_context() else { return };
+    let stream = Stream::new(&ctx).unwrap();
+    let pool = PinnedPool::new(&ctx, 64 << 20);
+    let mut buf = pool
+        .acquire::<u64>(1 << 20, Duration::from_secs(1))
+        .unwrap();
+    buf.iter_mut()
+        .enumerate()
+        .for_each(|(i, x)| *x = i as u64 * 3);
+    let mut dev = DeviceBuffer::<u64>::alloc(&ctx, 2 << 20).unwrap();
+    upload(&stream, buf, &mut dev, 0).unwrap().release();
+    let reg = RegisteredVec::new(&ctx, (0..1u64 << 20).map(|i| i * 5).collect()).unwrap();
+    let reg = upload(&stream, reg, &mut dev, 1 << 20)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let v = dev.to_vec().unwrap();
+    assert!(v[..1 << 20]
+        .iter()
+        .enumerate()
+        .all(|(i, &x)| x == i as u64 * 3));
+    assert_eq!(&v[1 << 20..], &reg[..]);
+    assert_eq!(
+        pool.stats().bytes_in_use,
+        0,
+        "the released buffer went back to the pool"
+    );
+}
+
+#[test]
+fn a_stream_waits_for_another_streams_event() {
+    let Some(ctx) = gpu_context() else { return };
+    let spin = Spin::load(&ctx).unwrap();
+    let busy = Stream::new(&ctx).unwrap();
+    let other = Stream::new(&ctx).unwrap();
+    spin.launch(&busy, 1, 20_000_000).unwrap(); // about 10 ms
+    let done = busy.record().unwrap();
+    other.wait(&done).unwrap();
+    let after = other.record().unwrap();
+    after.synchronize().unwrap();
+    assert!(
+        done.is_complete().unwrap(),
+        "the waiting stream finished only after the event"
+    );
+}
+
+#[test]
+fn copy_overlaps_kernel_on_another_stream() {
+    let Some(ctx) = gpu_context() else { return };
+    let spin = Spin::load(&ctx).unwrap();
+    let copy_stream = Stream::new(&ctx).unwrap();
+    let kernel_stream = Stream::new(&ctx).unwrap();
+    let n = 256 << 20;
+    let src = PinnedBuffer::<u8>::new(&ctx, n).unwrap();
+    let mut dev = DeviceBuffer::<u8>::alloc(&ctx, n).unwrap();
+    let sms = ctx.info().sm_count;
+    // Warm up.
+    let src = upload(&copy_stream, src, &mut dev, 0)
+        .unwrap()
+        .wait()
+        .unwrap();
+    spin.launch(&kernel_stream, sms, 1000).unwrap();
+    kernel_stream.synchronize().unwrap();
+
+    let t = Timer::start(&ctx, &copy_stream).unwrap();
+    let src = upload(&copy_stream, src, &mut dev, 0)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let copy_ms = t.stop(&copy_stream).unwrap();
+    let cycles = (copy_ms as f64 * 1.5e6) as u64; // about as long as the copy at 1.5 GHz
+    let t = Timer::start(&ctx, &kernel_stream).unwrap();
+    spin.launch(&kernel_stream, sms, cycles).unwrap();
+    let kernel_ms = t.stop(&kernel_stream).unwrap();
+
+    let start = Event::timed(&ctx).unwrap();
+    start.record(&kernel_stream).unwrap();
+    copy_stream.wait(&start).unwrap();
+    spin.launch(&kernel_stream, sms, cycles).unwrap();
+    let inflight = upload(&copy_stream, src, &mut dev, 0).unwrap();
+    kernel_stream.wait(inflight.event().unwrap()).unwrap();
+    let end = Event::timed(&ctx).unwrap();
+    end.record(&kernel_stream).unwrap();
+    end.synchronize().unwrap();
+    let _ = inflight.wait().unwrap();
+    let both_ms = start.elapsed_ms(&end).unwrap();
+    println!("copy {copy_ms:.2} ms, kernel {kernel_ms:.2} ms, together {both_ms:.2} ms");
+    assert!(
+        both_ms < 0.8 * (copy_ms + kernel_ms),
+        "copy {copy_ms} + kernel {kernel_ms} vs together {both_ms}"
+    );
+}
+
+#[test]
+fn budget_from_device_respects_margin_and_cap() {
+    let Some(ctx) = gpu_context() else { return };
+    let free = ctx.mem_info().unwrap().free;
+    let b = VramBudget::from_device(&ctx, 1 << 30, None).unwrap();
+    assert!(b.capacity() <= free - (1 << 30) + (64 << 20));
+    let capped = VramBudget::from_device(&ctx, 1 << 30, Some(16 << 30)).unwrap();
+    assert_eq!(capped.capacity(), (16usize << 30).min(free - (1 << 30)));
+    let _ = Arc::new(capped);
+}
