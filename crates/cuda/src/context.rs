@@ -148,6 +148,15 @@ impl Context {
         mem::trim_default_pool(self.dev, keep)
     }
 
+    /// Lets the stream-ordered pool keep up to `bytes` of freed memory across synchronisations
+    /// (the driver's default, 0, returns it at every synchronisation). Keeping it makes
+    /// `cuMemAllocAsync` cheap, at the price of free-memory readings that lie until
+    /// [`Context::trim_async_pool`].
+    pub fn set_async_pool_release_threshold(&self, bytes: u64) -> Result<()> {
+        self.bind()?;
+        mem::set_default_pool_release_threshold(self.dev, bytes)
+    }
+
     /// Waits for all work on the device.
     pub fn synchronize(&self) -> Result<()> {
         self.bind()?;

@@ -215,13 +215,34 @@ pub mod mem {
         unsafe { drv_opt!(cuMemPoolTrimTo(pool, keep)) }
     }
 
-    /// Synchronous host-to-device copy.
+    /// `CU_MEMPOOL_ATTR_RELEASE_THRESHOLD`.
+    const POOL_ATTR_RELEASE_THRESHOLD: c_int = 4;
+
+    /// Sets how many unused bytes the default pool keeps at a synchronisation instead of
+    /// returning them to the device (the driver's default is 0).
+    pub fn set_default_pool_release_threshold(dev: CUdevice, bytes: u64) -> Result<()> {
+        let mut pool: CUmemoryPool = std::ptr::null_mut();
+        // SAFETY: writes one pool handle.
+        unsafe { drv_opt!(cuDeviceGetDefaultMemPool(&mut pool, dev)) }?;
+        let mut value = bytes;
+        // SAFETY: the attribute takes a pointer to a cuuint64_t, read during the call.
+        unsafe { drv_opt!(cuMemPoolSetAttribute(pool, POOL_ATTR_RELEASE_THRESHOLD, (&mut value as *mut u64).cast())) }
+    }
+
+    /// Host-to-device copy that has completed when it returns.
+    ///
+    /// `cuMemcpyHtoD` from pageable memory may return once the data is staged, before the
+    /// DMA lands, and non-blocking streams do not wait for it; so the copy goes on the legacy
+    /// stream, which is then synchronised.
     ///
     /// # Safety
     /// `dst` has `bytes` bytes of device memory; `src` has `bytes` readable bytes.
     pub unsafe fn htod(dst: CUdeviceptr, src: *const c_void, bytes: usize) -> Result<()> {
-        // SAFETY: as the caller promises.
-        unsafe { drv!(cuMemcpyHtoD_v2(dst, src, bytes)) }
+        let legacy: CUstream = std::ptr::null_mut();
+        // SAFETY: as the caller promises; the legacy stream always exists in a context.
+        unsafe { drv!(cuMemcpyHtoDAsync_v2(dst, src, bytes, legacy)) }?;
+        // SAFETY: the legacy stream handle (null) is valid in every context.
+        unsafe { drv!(cuStreamSynchronize(legacy)) }
     }
 
     /// Synchronous device-to-host copy.

@@ -128,6 +128,7 @@ driver_api! {
         cuMemFreeAsync: fn(CUdeviceptr, CUstream);
         cuDeviceGetDefaultMemPool: fn(*mut CUmemoryPool, CUdevice);
         cuMemPoolTrimTo: fn(CUmemoryPool, usize);
+        cuMemPoolSetAttribute: fn(CUmemoryPool, c_int, *mut c_void);
         cuFuncGetParamInfo: fn(CUfunction, usize, *mut usize, *mut usize);
     }
 }
