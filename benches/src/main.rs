@@ -3,6 +3,7 @@
 //! - `pcie`: host-to-device and device-to-host GB/s for pageable, pinned (pool) and registered
 //!   memory, and an overlap check of a copy against a kernel on another stream.
 //! - `load`: how long loading each kernel module takes (cubin, and PTX with `--ptx`).
+//! - `ntt`: zkpipe's NTT against ec-gpu-gen's kernel and the CPU, and the H step.
 
 #![forbid(unsafe_code)]
 
@@ -11,6 +12,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod load;
+mod ntt;
 mod pcie;
 mod stats;
 
@@ -38,6 +40,21 @@ enum Command {
         #[arg(long, default_value_t = 5)]
         runs: usize,
     },
+    /// NTT: zkpipe's GPU transform, ec-gpu-gen's and the CPU's, then the H step.
+    Ntt {
+        /// log2 of the sizes.
+        #[arg(long, value_delimiter = ',', default_values_t = vec![16, 20, 24, 26, 27])]
+        sizes: Vec<u32>,
+        /// Timed runs per figure (the median is reported).
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// Largest size the CPU implementation runs at.
+        #[arg(long, default_value_t = 24)]
+        cpu_max: u32,
+        /// log2 of the H step's size (0: skip it).
+        #[arg(long, default_value_t = 27)]
+        h: u32,
+    },
     /// Module load times.
     Load {
         /// Also load each module from its PTX (the driver's JIT; slow on a fresh machine).
@@ -54,6 +71,12 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Pcie { sizes_mib, runs } => pcie::run(&sizes_mib, runs),
         Command::Load { ptx } => load::run(ptx),
+        Command::Ntt {
+            sizes,
+            runs,
+            cpu_max,
+            h,
+        } => ntt::run(&sizes, runs, cpu_max, (h > 0).then_some(h)),
     };
     let report = match result {
         Ok(r) => r,

@@ -81,3 +81,22 @@ pub fn compile(nvcc: &Path, src: &Path, mode: &str, out: &Path) -> Result<(), St
     }
     Ok(())
 }
+
+/// Writes `src` to `cu`, then builds the PTX from it and the cubin from the PTX (ptxas only,
+/// which skips a second front-end run). `cu` is written last of all, so that an interrupted
+/// build is never taken for a finished one.
+pub fn compile_source(
+    nvcc: &Path,
+    src: &str,
+    cu: &Path,
+    ptx: &Path,
+    cubin: &Path,
+) -> Result<(), String> {
+    let tmp = cu.with_extension("cu.tmp");
+    std::fs::write(&tmp, src).map_err(|e| format!("writing {}: {e}", tmp.display()))?;
+    let tmp_cu = cu.with_extension("tmp.cu");
+    std::fs::rename(&tmp, &tmp_cu).map_err(|e| e.to_string())?;
+    compile(nvcc, &tmp_cu, "-ptx", ptx)?;
+    compile(nvcc, ptx, "-cubin", cubin)?;
+    std::fs::rename(&tmp_cu, cu).map_err(|e| e.to_string())
+}

@@ -226,7 +226,13 @@ pub mod mem {
         unsafe { drv_opt!(cuDeviceGetDefaultMemPool(&mut pool, dev)) }?;
         let mut value = bytes;
         // SAFETY: the attribute takes a pointer to a cuuint64_t, read during the call.
-        unsafe { drv_opt!(cuMemPoolSetAttribute(pool, POOL_ATTR_RELEASE_THRESHOLD, (&mut value as *mut u64).cast())) }
+        unsafe {
+            drv_opt!(cuMemPoolSetAttribute(
+                pool,
+                POOL_ATTR_RELEASE_THRESHOLD,
+                (&mut value as *mut u64).cast()
+            ))
+        }
     }
 
     /// Host-to-device copy that has completed when it returns.

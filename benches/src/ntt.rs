@@ -1,0 +1,200 @@
+//! `zkpipe-bench ntt`: our GPU transform, ec-gpu-gen's GPU FFT and the CPU implementation
+//! side by side (data resident on the device for the GPU), then the H step at the largest size
+//! from pinned host memory.
+
+use std::time::Instant;
+
+use blstrs::Scalar;
+use ff::Field;
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+use serde_json::json;
+use zkpipe_cuda::{Context, DeviceBuffer};
+use zkpipe_field::{cast, Fr};
+use zkpipe_ntt::kernels::EcGpuGenFft;
+use zkpipe_ntt::{CpuNtt, CudaNtt, Direction, Ntt, NttConfig};
+use zkpipe_pinned::PinnedBuffer;
+use zkpipe_stream::Timer;
+
+use crate::load::ECGPU;
+use crate::stats::median;
+use crate::{BenchResult, Report};
+
+/// `n` random scalars, generated on all cores.
+pub fn random_scalars(n: usize, seed: u64) -> Vec<Scalar> {
+    const CHUNK: usize = 1 << 14;
+    let mut v = vec![Scalar::ZERO; n];
+    v.par_chunks_mut(CHUNK).enumerate().for_each(|(i, c)| {
+        let mut r =
+            ChaCha8Rng::seed_from_u64(seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        c.iter_mut().for_each(|x| *x = Scalar::random(&mut r));
+    });
+    v
+}
+
+pub fn run(sizes: &[u32], runs: usize, cpu_max: u32, h_log: Option<u32>) -> BenchResult<Report> {
+    let ctx = Context::new(0)?;
+    let ours = CudaNtt::new(&ctx)?;
+    let theirs = EcGpuGenFft::load(&ctx, &ECGPU)?;
+    let stream = ours.stream();
+    let seed = rand::thread_rng().next_u64();
+    let mut table = format!(
+        "NTT on {}, forward, natural order, data on the device; median of {runs} runs (CUDA events)\n| size | zkpipe ms | ec-gpu-gen ms | ec-gpu-gen / zkpipe | CPU ms ({} threads) | results equal |\n| --- | --- | --- | --- | --- | --- |\n",
+        ctx.info().name,
+        rayon::current_num_threads()
+    );
+    let mut rows = Vec::new();
+    for &k in sizes {
+        let n = 1usize << k;
+        let x = random_scalars(n, seed ^ u64::from(k));
+        let src = DeviceBuffer::from_host(&ctx, cast::scalars_as_fr(&x))?;
+        let mut data = DeviceBuffer::<Fr>::alloc(&ctx, n)?;
+        let mut scratch = DeviceBuffer::<Fr>::alloc(&ctx, n)?;
+        let ours_ms = time_device(
+            &ctx,
+            stream,
+            &src,
+            &mut data,
+            &mut scratch,
+            runs,
+            &mut |d, s| {
+                Ok(ours.transform_device(d, s, Direction::Forward, &NttConfig::default())?)
+            },
+        )?;
+        let ours_out = data.to_vec()?;
+        let theirs_ms = time_device(
+            &ctx,
+            stream,
+            &src,
+            &mut data,
+            &mut scratch,
+            runs,
+            &mut |d, s| Ok(theirs.forward(stream, d, s)?),
+        )?;
+        let equal = data.to_vec()? == ours_out;
+        let cpu_ms = if k <= cpu_max {
+            let mut v = x.clone();
+            let t = Instant::now();
+            CpuNtt::new().transform(&mut v, Direction::Forward, &NttConfig::default())?;
+            let ms = t.elapsed().as_secs_f64() * 1e3;
+            let agrees = v.iter().zip(&ours_out).all(|(a, b)| Fr::from(*a) == *b);
+            if !agrees {
+                return Err(format!("2^{k}: the GPU result differs from the CPU's").into());
+            }
+            Some(ms)
+        } else {
+            None
+        };
+        let cpu = cpu_ms.map_or("-".to_string(), |m| format!("{m:.1}"));
+        table.push_str(&format!(
+            "| 2^{k} | {ours_ms:.3} | {theirs_ms:.3} | {:.2} | {cpu} | {equal} |\n",
+            theirs_ms / ours_ms
+        ));
+        rows.push(json!({"log_n": k, "zkpipe_ms": ours_ms, "ec_gpu_gen_ms": theirs_ms, "cpu_ms": cpu_ms, "equal": equal}));
+    }
+    let mut json = json!({"device": ctx.info().name, "runs": runs, "ntt": rows});
+    if let Some(k) = h_log {
+        let (t, j) = h_step(&ctx, &ours, k, seed)?;
+        table.push_str(&t);
+        json["h_step"] = j;
+    }
+    Ok(Report { table, json })
+}
+
+type DeviceOp<'a> = dyn FnMut(&mut DeviceBuffer<Fr>, &mut DeviceBuffer<Fr>) -> BenchResult<()> + 'a;
+
+/// Median event-timed milliseconds of `f` on a fresh copy of `src`, after one warm-up run.
+fn time_device(
+    ctx: &std::sync::Arc<Context>,
+    stream: &zkpipe_stream::Stream,
+    src: &DeviceBuffer<Fr>,
+    data: &mut DeviceBuffer<Fr>,
+    scratch: &mut DeviceBuffer<Fr>,
+    runs: usize,
+    f: &mut DeviceOp<'_>,
+) -> BenchResult<f64> {
+    let mut v = Vec::new();
+    for i in 0..=runs {
+        data.copy_from_device_async_at(0, src, stream)?;
+        stream.synchronize()?;
+        let t = Timer::start(ctx, stream)?;
+        f(data, scratch)?;
+        let ms = f64::from(t.stop(stream)?);
+        if i > 0 {
+            v.push(ms);
+        }
+    }
+    Ok(median(v))
+}
+
+/// The H step at 2^k: device-resident, then from pinned host memory with overlapped uploads.
+fn h_step(
+    ctx: &std::sync::Arc<Context>,
+    ntt: &CudaNtt,
+    k: u32,
+    seed: u64,
+) -> BenchResult<(String, serde_json::Value)> {
+    let n = 1usize << k;
+    let stream = ntt.stream();
+    let t = Instant::now();
+    let mut host = Vec::new();
+    for i in 0..3u64 {
+        let v = random_scalars(n, seed ^ (0xa5a5 + i));
+        host.push(PinnedBuffer::from_slice(ctx, cast::scalars_as_fr(&v))?);
+    }
+    let prep_s = t.elapsed().as_secs_f64();
+    let mut c = host.pop().ok_or("no host buffer")?;
+    let b = host.pop().ok_or("no host buffer")?;
+    let a = host.pop().ok_or("no host buffer")?;
+    // c = a·b, so that a·b - c vanishes on the domain (as in a real witness).
+    c.par_iter_mut()
+        .zip(a.par_iter().zip(b.par_iter()))
+        .for_each(|(c, (a, b))| {
+            *c = Fr::from(Scalar::from(*a) * Scalar::from(*b));
+        });
+
+    // Upload alone (one 4 GiB vector), event-timed.
+    let mut dev = DeviceBuffer::<Fr>::alloc(ctx, n)?;
+    let copy = zkpipe_stream::Stream::new(ctx)?;
+    let t = Timer::start(ctx, &copy)?;
+    let a = zkpipe_stream::upload(&copy, a, &mut dev, 0)?.wait()?;
+    let upload_one_ms = f64::from(t.stop(&copy)?);
+    drop(dev);
+
+    let mut device_ms = Vec::new();
+    let mut pinned_ms = Vec::new();
+    let (mut a, mut b, mut c) = (a, b, c);
+    for i in 0..3 {
+        // Device-resident: uploads excluded.
+        let up = |v: &[Fr]| DeviceBuffer::from_host(ctx, v);
+        let (da, db, dc) = (up(&a)?, up(&b)?, up(&c)?);
+        let t = Timer::start(ctx, stream)?;
+        let h = ntt.h_step_device(da, db, dc)?;
+        let ms = f64::from(t.stop(stream)?);
+        drop(h);
+        // From pinned memory, uploads overlapped (host-timed, from the first upload to h).
+        let t = Instant::now();
+        let (h, [ra, rb, rc]) = ntt.h_step_pinned(a, b, c)?;
+        ntt.synchronize()?;
+        let pms = t.elapsed().as_secs_f64() * 1e3;
+        drop(h);
+        (a, b, c) = (ra, rb, rc);
+        if i > 0 {
+            device_ms.push(ms);
+            pinned_ms.push(pms);
+        }
+    }
+    let (dev_ms, pin_ms) = (median(device_ms), median(pinned_ms));
+    let upload_ms = 3.0 * upload_one_ms;
+    let hidden = (upload_ms + dev_ms - pin_ms).max(0.0);
+    let table = format!(
+        "\nH step at 2^{k} (3 x {} MiB inputs; inputs prepared in {prep_s:.1} s), median of 2 after a warm-up:\n| device-resident ms | from pinned ms | uploads alone ms | upload hidden ms | hidden share |\n| --- | --- | --- | --- | --- |\n| {dev_ms:.1} | {pin_ms:.1} | {upload_ms:.1} | {hidden:.1} | {:.0}% |\n",
+        (n * 32) >> 20,
+        100.0 * hidden / upload_ms
+    );
+    Ok((
+        table,
+        json!({"log_n": k, "device_ms": dev_ms, "pinned_ms": pin_ms, "upload_ms": upload_ms, "hidden_ms": hidden}),
+    ))
+}

@@ -1,0 +1,193 @@
+//! zkpipe-ntt: number-theoretic transforms over BLS12-381's scalar field.
+//!
+//! One trait, [`Ntt`], with a CPU implementation ([`CpuNtt`], blstrs arithmetic on all
+//! cores) and a CUDA one ([`CudaNtt`]). Domains of size 2^k for 1 <= k <= 28, forward and
+//! inverse (scaled by 1/n) transforms, natural or bit-reversed order on either side, cosets with
+//! Fr's multiplicative generator or any shift, batches, and the H-polynomial step of Groth16.
+//!
+//! ```
+//! use blstrs::Scalar;
+//! use zkpipe_ntt::{CpuNtt, Direction, Ntt, NttConfig};
+//! let mut v: Vec<Scalar> = (0..8u64).map(Scalar::from).collect();
+//! let original = v.clone();
+//! let ntt = CpuNtt::new();
+//! ntt.transform(&mut v, Direction::Forward, &NttConfig::default())?;
+//! ntt.transform(&mut v, Direction::Inverse, &NttConfig::default())?;
+//! assert_eq!(v, original);
+//! # Ok::<(), zkpipe_ntt::NttError>(())
+//! ```
+
+mod cpu;
+mod cuda;
+mod domain;
+mod h;
+pub mod kernels;
+
+use blstrs::Scalar;
+
+pub use cpu::CpuNtt;
+pub use cuda::CudaNtt;
+pub use domain::{coset_generator, vanishing_inverse_on_coset, Domain, MAX_LOG_N};
+pub use h::h_polynomial_cpu;
+
+/// Which way the transform goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Coefficients to evaluations: X_k = sum_j x_j w^(jk).
+    Forward,
+    /// Evaluations to coefficients, scaled by 1/n.
+    Inverse,
+}
+
+/// Input and output order: N natural, R bit-reversed (input first, then output).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Ordering {
+    /// Natural in, natural out. Default value.
+    #[default]
+    NN,
+    /// Natural in, bit-reversed out.
+    NR,
+    /// Bit-reversed in, natural out.
+    RN,
+    /// Bit-reversed in, bit-reversed out.
+    RR,
+}
+
+/// A coset shift.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Coset {
+    /// The plain domain. Default value.
+    #[default]
+    None,
+    /// The coset g·H with g Fr's multiplicative generator (bellperson's convention).
+    Generator,
+    /// The coset s·H.
+    Shift(Scalar),
+}
+
+impl Coset {
+    /// The shift, if any.
+    pub fn shift(&self) -> Option<Scalar> {
+        match self {
+            Coset::None => None,
+            Coset::Generator => Some(coset_generator()),
+            Coset::Shift(s) => Some(*s),
+        }
+    }
+}
+
+/// How to transform. Forward on a coset scales coefficient i by s^i, then transforms; inverse
+/// on a coset transforms back, then scales by s^-i.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct NttConfig {
+    /// Orders. Default value: [`Ordering::NN`].
+    pub ordering: Ordering,
+    /// Coset. Default value: [`Coset::None`].
+    pub coset: Coset,
+}
+
+impl NttConfig {
+    /// Natural order on the coset g·H.
+    pub fn coset() -> Self {
+        Self {
+            ordering: Ordering::NN,
+            coset: Coset::Generator,
+        }
+    }
+}
+
+/// Errors of the NTT stage.
+#[derive(Debug, thiserror::Error)]
+pub enum NttError {
+    /// A length that is not a power of two (or is below 2).
+    #[error("NTT length {len} is not a power of two of at least 2")]
+    NotPowerOfTwo { len: usize },
+    /// A domain larger than supported.
+    #[error("NTT domain 2^{log_n} is not supported: sizes run from 2^1 to 2^{max}")]
+    DomainSize { log_n: u32, max: u32 },
+    /// Vectors of one batch (or of the H step) of different lengths.
+    #[error("batch vectors differ in length: {first} and {other}")]
+    BatchLengths { first: usize, other: usize },
+    /// A device buffer too small for the transform.
+    #[error("device buffer of {len} elements is too small for {needed}")]
+    BufferTooSmall { len: usize, needed: usize },
+    /// Not enough device memory.
+    #[error("NTT needs {needed} bytes of device memory, {free} free")]
+    OutOfDeviceMemory { needed: usize, free: usize },
+    /// A driver call failed.
+    #[error(transparent)]
+    Cuda(zkpipe_cuda::Error),
+    /// A stream operation failed.
+    #[error(transparent)]
+    Stream(#[from] zkpipe_stream::Error),
+}
+
+impl From<zkpipe_cuda::Error> for NttError {
+    fn from(e: zkpipe_cuda::Error) -> Self {
+        match e {
+            zkpipe_cuda::Error::OutOfDeviceMemory { needed, free } => {
+                NttError::OutOfDeviceMemory { needed, free }
+            }
+            other => NttError::Cuda(other),
+        }
+    }
+}
+
+/// The NTT stage, on host data. Implemented on the CPU and on the GPU, so that callers and
+/// tests can swap them.
+pub trait Ntt: Send + Sync {
+    /// Transforms `data` in place.
+    fn transform(
+        &self,
+        data: &mut [Scalar],
+        dir: Direction,
+        cfg: &NttConfig,
+    ) -> Result<(), NttError>;
+
+    /// Transforms several vectors of one length.
+    fn transform_batch(
+        &self,
+        batch: &mut [&mut [Scalar]],
+        dir: Direction,
+        cfg: &NttConfig,
+    ) -> Result<(), NttError> {
+        check_batch(batch.iter().map(|v| v.len()))?;
+        for v in batch.iter_mut() {
+            self.transform(v, dir, cfg)?;
+        }
+        Ok(())
+    }
+
+    /// The H polynomial of Groth16 from the evaluations a, b, c on the domain (all of length
+    /// n = 2^k): the n - 1 coefficients of (a·b - c) / Z.
+    fn h_polynomial(
+        &self,
+        a: Vec<Scalar>,
+        b: Vec<Scalar>,
+        c: Vec<Scalar>,
+    ) -> Result<Vec<Scalar>, NttError>;
+
+    /// A name for logs ("cpu", "cuda:0").
+    fn name(&self) -> String;
+}
+
+/// Checks that all lengths are equal, and returns the common one.
+pub(crate) fn check_batch(mut lens: impl Iterator<Item = usize>) -> Result<usize, NttError> {
+    let Some(first) = lens.next() else {
+        return Ok(0);
+    };
+    for other in lens {
+        if other != first {
+            return Err(NttError::BatchLengths { first, other });
+        }
+    }
+    Ok(first)
+}
+
+/// Reverses the low `bits` bits of `i`.
+pub fn bit_reverse(i: usize, bits: u32) -> usize {
+    if bits == 0 {
+        return 0;
+    }
+    i.reverse_bits() >> (usize::BITS - bits)
+}

@@ -1,0 +1,250 @@
+//! The CUDA NTT against the CPU NTT on random inputs at every size from 2^1 to 2^20 and at
+//! 2^24: forward, inverse, cosets, orderings, the H step (device and pinned), special inputs,
+//! and bad input.
+
+use std::sync::Arc;
+
+use blstrs::Scalar;
+use ff::Field;
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+use zkpipe_cuda::testing::gpu_context;
+use zkpipe_cuda::{Context, DeviceBuffer};
+use zkpipe_field::{cast, Fr};
+use zkpipe_ntt::{Coset, CpuNtt, CudaNtt, Direction, Ntt, NttConfig, NttError, Ordering};
+use zkpipe_pinned::PinnedBuffer;
+
+fn random(n: usize, rng: &mut ChaCha8Rng) -> Vec<Scalar> {
+    let seeds: Vec<u64> = (0..n.div_ceil(4096)).map(|_| rng.next_u64()).collect();
+    seeds
+        .par_iter()
+        .flat_map_iter(|&s| {
+            let mut r = ChaCha8Rng::seed_from_u64(s);
+            (0..4096).map(move |_| Scalar::random(&mut r))
+        })
+        .take_any(n)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .take(n)
+        .collect()
+}
+
+fn setup() -> Option<(Arc<Context>, CudaNtt, ChaCha8Rng)> {
+    let ctx = gpu_context()?;
+    let ntt = CudaNtt::new(&ctx).unwrap();
+    let seed = rand::thread_rng().next_u64();
+    println!("seed {seed}");
+    Some((ctx, ntt, ChaCha8Rng::seed_from_u64(seed)))
+}
+
+fn check(gpu: &CudaNtt, x: &[Scalar], dir: Direction, cfg: NttConfig, what: &str) {
+    let mut g = x.to_vec();
+    gpu.transform(&mut g, dir, &cfg).unwrap();
+    let mut c = x.to_vec();
+    CpuNtt::new().transform(&mut c, dir, &cfg).unwrap();
+    let bad = g.iter().zip(&c).filter(|(a, b)| a != b).count();
+    assert_eq!(bad, 0, "{what}, n = {}: {bad} elements differ", x.len());
+}
+
+#[test]
+fn gpu_matches_cpu_at_every_size() {
+    let Some((_ctx, gpu, mut rng)) = setup() else {
+        return;
+    };
+    for log_n in (1..=20).chain([24]) {
+        let x = random(1 << log_n, &mut rng);
+        check(
+            &gpu,
+            &x,
+            Direction::Forward,
+            NttConfig::default(),
+            "forward",
+        );
+        check(
+            &gpu,
+            &x,
+            Direction::Inverse,
+            NttConfig::default(),
+            "inverse",
+        );
+        check(
+            &gpu,
+            &x,
+            Direction::Forward,
+            NttConfig::coset(),
+            "coset forward",
+        );
+        check(
+            &gpu,
+            &x,
+            Direction::Inverse,
+            NttConfig::coset(),
+            "coset inverse",
+        );
+    }
+}
+
+#[test]
+fn gpu_orderings_and_shifts_match_cpu() {
+    let Some((_ctx, gpu, mut rng)) = setup() else {
+        return;
+    };
+    for log_n in [1u32, 5, 11, 16] {
+        let x = random(1 << log_n, &mut rng);
+        for ordering in [Ordering::NR, Ordering::RN, Ordering::RR] {
+            for dir in [Direction::Forward, Direction::Inverse] {
+                check(
+                    &gpu,
+                    &x,
+                    dir,
+                    NttConfig {
+                        ordering,
+                        coset: Coset::None,
+                    },
+                    "ordering",
+                );
+            }
+        }
+        let s = random(1, &mut rng)[0];
+        check(
+            &gpu,
+            &x,
+            Direction::Forward,
+            NttConfig {
+                ordering: Ordering::NN,
+                coset: Coset::Shift(s),
+            },
+            "shift",
+        );
+        check(
+            &gpu,
+            &x,
+            Direction::Inverse,
+            NttConfig {
+                ordering: Ordering::RR,
+                coset: Coset::Shift(s),
+            },
+            "shift rr",
+        );
+    }
+}
+
+#[test]
+fn gpu_special_inputs() {
+    let Some((_ctx, gpu, _)) = setup() else {
+        return;
+    };
+    let n = 1 << 12;
+    let mut spike = vec![Scalar::ZERO; n];
+    spike[0] = Scalar::ONE;
+    for x in [
+        vec![Scalar::ZERO; n],
+        vec![Scalar::ONE; n],
+        spike,
+        vec![-Scalar::ONE; n],
+    ] {
+        check(
+            &gpu,
+            &x,
+            Direction::Forward,
+            NttConfig::default(),
+            "special",
+        );
+        check(
+            &gpu,
+            &x,
+            Direction::Inverse,
+            NttConfig::coset(),
+            "special coset",
+        );
+    }
+}
+
+#[test]
+fn gpu_h_step_matches_cpu() {
+    let Some((ctx, gpu, mut rng)) = setup() else {
+        return;
+    };
+    for log_n in [1u32, 2, 10, 16, 20] {
+        let n = 1 << log_n;
+        let a = random(n, &mut rng);
+        let b = random(n, &mut rng);
+        let c: Vec<Scalar> = a.par_iter().zip(&b).map(|(x, y)| *x * y).collect();
+        let want = CpuNtt::new()
+            .h_polynomial(a.clone(), b.clone(), c.clone())
+            .unwrap();
+        let got = gpu.h_polynomial(a.clone(), b.clone(), c.clone()).unwrap();
+        assert_eq!(got, want, "h, 2^{log_n}");
+
+        // From pinned host memory, with the uploads overlapped.
+        let pin = |v: &[Scalar]| PinnedBuffer::from_slice(&ctx, cast::scalars_as_fr(v)).unwrap();
+        let (h, [pa, _, _]) = gpu.h_step_pinned(pin(&a), pin(&b), pin(&c)).unwrap();
+        gpu.synchronize().unwrap();
+        let h: Vec<Scalar> = h.to_vec().unwrap().into_iter().map(Into::into).collect();
+        assert_eq!(&h[..n - 1], &want[..], "pinned h, 2^{log_n}");
+        assert!(
+            bool::from(h[n - 1].is_zero()),
+            "the top coefficient of h is zero"
+        );
+        assert_eq!(
+            &pa[..],
+            cast::scalars_as_fr(&a),
+            "the host buffer comes back intact"
+        );
+    }
+}
+
+#[test]
+fn gpu_bad_input_is_an_error() {
+    let Some((ctx, gpu, _)) = setup() else { return };
+    let mut v = vec![Scalar::ONE; 24];
+    assert!(matches!(
+        gpu.transform(&mut v, Direction::Forward, &NttConfig::default()),
+        Err(NttError::NotPowerOfTwo { len: 24 })
+    ));
+    let mut data = DeviceBuffer::<Fr>::alloc(&ctx, 1024).unwrap();
+    let mut scratch = DeviceBuffer::<Fr>::alloc(&ctx, 512).unwrap();
+    let err = gpu
+        .transform_device(
+            &mut data,
+            &mut scratch,
+            Direction::Forward,
+            &NttConfig::default(),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            NttError::BatchLengths {
+                first: 1024,
+                other: 512
+            }
+        ),
+        "{err}"
+    );
+    let a = DeviceBuffer::<Fr>::alloc(&ctx, 1024).unwrap();
+    let b = DeviceBuffer::<Fr>::alloc(&ctx, 1024).unwrap();
+    let c = DeviceBuffer::<Fr>::alloc(&ctx, 2048).unwrap();
+    let err = gpu.h_step_device(a, b, c).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            NttError::BatchLengths {
+                first: 1024,
+                other: 2048
+            }
+        ),
+        "{err}"
+    );
+    // More than the device holds: an error naming needed and free bytes.
+    let total = ctx.mem_info().unwrap().total;
+    let huge = total / std::mem::size_of::<Fr>() + 1;
+    let err = DeviceBuffer::<Fr>::alloc(&ctx, huge)
+        .map_err(NttError::from)
+        .unwrap_err();
+    assert!(
+        matches!(err, NttError::OutOfDeviceMemory { needed, free } if needed > free),
+        "{err}"
+    );
+}
