@@ -8,6 +8,14 @@ use zkpipe_cuda::{
     sys, DeviceBuffer, Error, Event, KernelImage, LaunchConfig, LoadedFrom, Module, Prefer, Stream,
 };
 
+/// Tests in this file run in threads of one process; the ones that allocate take this lock so
+/// that free-memory readings are not moved by a neighbour.
+static DEVICE_MEMORY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn memory_lock() -> std::sync::MutexGuard<'static, ()> {
+    DEVICE_MEMORY.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 const FILL: KernelImage = KernelImage {
     name: "fill",
     ptx: include_str!("fixtures/fill.ptx"),
@@ -30,6 +38,7 @@ fn missing_driver_is_an_error_listing_what_was_tried() {
 #[test]
 fn device_info_is_plausible() {
     let Some(ctx) = gpu_context() else { return };
+    let _mem = memory_lock();
     let info = ctx.info();
     assert!(!info.name.is_empty());
     assert!(info.sm_count > 0);
@@ -49,6 +58,7 @@ fn device_info_is_plausible() {
 #[test]
 fn buffer_roundtrip_and_length_checks() {
     let Some(ctx) = gpu_context() else { return };
+    let _mem = memory_lock();
     let data: Vec<u64> = (0..100_000u64)
         .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15))
         .collect();
@@ -96,6 +106,7 @@ fn buffer_roundtrip_and_length_checks() {
 #[test]
 fn too_large_allocation_names_needed_and_free_bytes() {
     let Some(ctx) = gpu_context() else { return };
+    let _mem = memory_lock();
     let total = ctx.mem_info().unwrap().total;
     let err = DeviceBuffer::<u8>::alloc(&ctx, total * 2).unwrap_err();
     match err {
@@ -110,6 +121,7 @@ fn too_large_allocation_names_needed_and_free_bytes() {
 #[test]
 fn stream_ordered_memory_returns_to_the_device_after_trim() {
     let Some(ctx) = gpu_context() else { return };
+    let _mem = memory_lock();
     let stream = Arc::new(Stream::new(&ctx).unwrap());
     // Keep freed memory in the pool, as an engine does for fast reallocation.
     ctx.set_async_pool_release_threshold(u64::MAX).unwrap();
@@ -144,6 +156,7 @@ fn stream_ordered_memory_returns_to_the_device_after_trim() {
 #[test]
 fn async_copies_and_events_order_work() {
     let Some(ctx) = gpu_context() else { return };
+    let _mem = memory_lock();
     let s1 = Stream::new(&ctx).unwrap();
     let s2 = Stream::new(&ctx).unwrap();
     let n = 1 << 20;
@@ -172,6 +185,7 @@ fn async_copies_and_events_order_work() {
 #[test]
 fn modules_load_and_launches_check_arguments() {
     let Some(ctx) = gpu_context() else { return };
+    let _mem = memory_lock();
     let module = Module::load_with(&ctx, &FILL, Prefer::Ptx).unwrap();
     assert_eq!(module.loaded_from(), LoadedFrom::Ptx);
     let err = module.function("no_such_kernel").unwrap_err();

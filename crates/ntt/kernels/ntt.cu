@@ -4,30 +4,62 @@
 // A power w^e (e < 2^28) is lo[e mod 2^lo_bits] * hi[e >> lo_bits]: two small tables that stay
 // in L2 instead of one of n entries, for one extra multiplication.
 
-DEVICE inline FR zk_power(const FR* lo, const FR* hi, uint e, uint lo_bits) {
-  const uint l = e & ((1u << lo_bits) - 1u);
-  const uint h = e >> lo_bits;
-  if (h == 0) return lo[l];
-  if (l == 0) return hi[h];
-  return FR_(mul)(lo[l], hi[h]);
-}
-
 DEVICE inline uint zk_bitrev(uint i, uint bits) {
   return bits == 0 ? 0u : (__brev(i) >> (32u - bits));
 }
 
+// Global memory: one element as two 16-byte accesses (allocations are 256-byte aligned and
+// elements 32 bytes, so every element is 16-byte aligned).
+DEVICE inline FR zk_load(const FR* p) {
+  const uint4* q = (const uint4*)p;
+  const uint4 a = q[0];
+  const uint4 b = q[1];
+  FR r;
+  r.val[0] = a.x; r.val[1] = a.y; r.val[2] = a.z; r.val[3] = a.w;
+  r.val[4] = b.x; r.val[5] = b.y; r.val[6] = b.z; r.val[7] = b.w;
+  return r;
+}
+
+DEVICE inline void zk_store(FR* p, const FR v) {
+  uint4* q = (uint4*)p;
+  q[0] = make_uint4(v.val[0], v.val[1], v.val[2], v.val[3]);
+  q[1] = make_uint4(v.val[4], v.val[5], v.val[6], v.val[7]);
+}
+
+DEVICE inline FR zk_power(const FR* lo, const FR* hi, uint e, uint lo_bits) {
+  const uint l = e & ((1u << lo_bits) - 1u);
+  const uint h = e >> lo_bits;
+  if (h == 0) return zk_load(lo + l);
+  if (l == 0) return zk_load(hi + h);
+  return FR_(mul)(zk_load(lo + l), zk_load(hi + h));
+}
+
+// Shared memory holds elements word-sliced (word j of element i at s[j * stride + i]), so that
+// a warp touching consecutive elements touches 32 different banks.
+DEVICE inline FR zk_sget(const uint* s, uint stride, uint i) {
+  FR r;
+#pragma unroll
+  for (int j = 0; j < 8; j++) r.val[j] = s[j * stride + i];
+  return r;
+}
+
+DEVICE inline void zk_sput(uint* s, uint stride, uint i, const FR v) {
+#pragma unroll
+  for (int j = 0; j < 8; j++) s[j * stride + i] = v.val[j];
+}
+
 // One pass over n = 2^lgn elements: the groups of stride p = 2^lgp, 2^deg elements each, are
-// twiddled, transformed with deg radix-2 rounds in shared memory, and written in place for the
-// next pass (natural order after the last). After ec-gpu-gen's radix_fft (itself after
-// bealto.com's GPU FFT), with table twiddles instead of per-thread powers.
+// twiddled, transformed with deg radix-2 rounds in shared memory, and written for the next
+// pass (natural order after the last). After ec-gpu-gen's radix_fft (itself after bealto.com's
+// GPU FFT), with table twiddles instead of per-thread powers and word-sliced shared memory.
 // Grid: n >> deg blocks of 2^(deg-1) threads; dynamic shared memory: 3 * 2^(deg-1) elements.
 KERNEL void ntt_pass(const FR* __restrict__ x, FR* __restrict__ y, const FR* __restrict__ lo,
                      const FR* __restrict__ hi, uint lo_bits, uint lgn, uint lgp, uint deg) {
-  extern __shared__ FR zk_smem[];
+  extern __shared__ uint zk_words[];
   const uint count = 1u << deg;
   const uint counth = count >> 1;
-  FR* u = zk_smem;
-  FR* pq = zk_smem + count;
+  uint* u = zk_words;
+  uint* pq = zk_words + 8 * count;
   const uint lid = threadIdx.x;
   const uint index = blockIdx.x;
   const size_t t = (size_t)1 << (lgn - deg);
@@ -36,12 +68,12 @@ KERNEL void ntt_pass(const FR* __restrict__ x, FR* __restrict__ y, const FR* __r
   x += index;
   y += (((size_t)(index - k)) << deg) + k;
 
-  pq[lid] = zk_power(lo, hi, lid << (lgn - deg), lo_bits);
+  zk_sput(pq, counth, lid, zk_power(lo, hi, lid << (lgn - deg), lo_bits));
   const uint shift = lgn - lgp - deg;
   for (uint i = lid; i < count; i += counth) {
-    FR v = x[i * t];
+    FR v = zk_load(x + i * t);
     if (k != 0 && i != 0) v = FR_(mul)(v, zk_power(lo, hi, (k * i) << shift, lo_bits));
-    u[i] = v;
+    zk_sput(u, count, i, v);
   }
   __syncthreads();
 
@@ -50,17 +82,17 @@ KERNEL void ntt_pass(const FR* __restrict__ x, FR* __restrict__ y, const FR* __r
     const uint di = lid & (bit - 1u);
     const uint i0 = (lid << 1) - di;
     const uint i1 = i0 + bit;
-    const FR a = u[i0];
-    const FR b = u[i1];
-    u[i0] = FR_(add)(a, b);
+    const FR a = zk_sget(u, count, i0);
+    const FR b = zk_sget(u, count, i1);
     FR d = FR_(sub)(a, b);
-    if (di != 0) d = FR_(mul)(pq[di << rnd], d);
-    u[i1] = d;
+    if (di != 0) d = FR_(mul)(zk_sget(pq, counth, di << rnd), d);
+    zk_sput(u, count, i0, FR_(add)(a, b));
+    zk_sput(u, count, i1, d);
     __syncthreads();
   }
 
-  y[lid * p] = u[zk_bitrev(lid, deg)];
-  y[(lid + counth) * p] = u[zk_bitrev(lid + counth, deg)];
+  zk_store(y + lid * p, zk_sget(u, count, zk_bitrev(lid, deg)));
+  zk_store(y + (lid + counth) * p, zk_sget(u, count, zk_bitrev(lid + counth, deg)));
 }
 
 // x[i] *= c * s^i, with s^i from the two-level tables of s.

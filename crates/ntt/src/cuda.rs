@@ -403,10 +403,12 @@ mod tests {
         for log_n in 1..=28 {
             let d = pass_degrees(log_n);
             assert_eq!(d.iter().sum::<u32>(), log_n);
-            assert!(d.iter().all(|&x| (1..=8).contains(&x)));
+            assert!(d
+                .iter()
+                .all(|&x| (1..=crate::kernels::MAX_DEG).contains(&x)));
             assert!(d.iter().max().unwrap() - d.iter().min().unwrap() <= 1);
         }
-        assert_eq!(pass_degrees(27), vec![7, 7, 7, 6]);
+        assert_eq!(pass_degrees(27), vec![9, 9, 9]);
         assert_eq!(pass_degrees(24), vec![8, 8, 8]);
     }
 }

@@ -20,8 +20,11 @@ pub const IMAGE: KernelImage = KernelImage {
     }],
 };
 
-/// The largest radix exponent of one pass (2^8 elements per block).
-pub const MAX_DEG: u32 = 8;
+/// The largest radix exponent of one pass (2^9 elements per block).
+pub const MAX_DEG: u32 = 9;
+
+/// ec-gpu-gen's largest radix exponent (its `MAX_LOG2_RADIX`).
+const EC_GPU_GEN_MAX_DEG: u32 = 8;
 
 /// Two-level power tables: w^e = lo[e mod 2^lo_bits] · hi[e >> lo_bits].
 #[derive(Debug)]
@@ -227,7 +230,9 @@ impl EcGpuGenFft {
     /// Loads `blstrs__scalar__Scalar_radix_fft` from `image`.
     pub fn load(ctx: &Arc<Context>, image: &KernelImage) -> Result<Self, NttError> {
         let radix = Module::load(ctx, image)?.function("blstrs__scalar__Scalar_radix_fft")?;
-        radix.set_max_dynamic_shared((1u32 << MAX_DEG) * std::mem::size_of::<Fr>() as u32)?;
+        radix.set_max_dynamic_shared(
+            (1u32 << EC_GPU_GEN_MAX_DEG) * std::mem::size_of::<Fr>() as u32,
+        )?;
         Ok(Self {
             radix,
             ctx: Arc::clone(ctx),
@@ -253,7 +258,7 @@ impl EcGpuGenFft {
         }
         let log_n = d.log_n;
         let n = 1u32 << log_n;
-        let max_deg = MAX_DEG.min(log_n);
+        let max_deg = EC_GPU_GEN_MAX_DEG.min(log_n);
         let twiddle = d.omega.pow_vartime([u64::from(n >> max_deg)]);
         let mut pq = vec![Scalar::ONE; 1 << max_deg >> 1];
         for i in 1..pq.len() {
