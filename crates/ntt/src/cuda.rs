@@ -283,6 +283,56 @@ impl CudaNtt {
     }
 }
 
+impl CudaNtt {
+    /// Transforms a batch of vectors held in pinned host memory, in place, through two device
+    /// buffers that alternate: the upload of vector i + 1 and the download of vector i - 1 run
+    /// on a copy stream while vector i is transformed. Returns the buffers, transformed.
+    pub fn transform_batch_pinned<H: PinnedMemory<Fr>>(
+        &self,
+        batch: Vec<H>,
+        dir: Direction,
+        cfg: &NttConfig,
+    ) -> Result<Vec<H>, NttError> {
+        let n = crate::check_batch(batch.iter().map(|h| h.len()))?;
+        if batch.is_empty() {
+            return Ok(batch);
+        }
+        Domain::for_len(n)?;
+        let m = batch.len();
+        let mut bufs = [
+            DeviceBuffer::<Fr>::alloc(&self.ctx, n)?,
+            DeviceBuffer::<Fr>::alloc(&self.ctx, n)?,
+        ];
+        let mut scratch = DeviceBuffer::<Fr>::alloc(&self.ctx, n)?;
+        let mut pending: std::collections::VecDeque<H> = batch.into();
+        let mut ups = std::collections::VecDeque::new();
+        for slot in bufs.iter_mut().take(m) {
+            let h = pending
+                .pop_front()
+                .ok_or(NttError::BatchLengths { first: m, other: 0 })?;
+            ups.push_back(upload(&self.copy, h, slot, 0)?);
+        }
+        let mut downs = Vec::with_capacity(m);
+        for i in 0..m {
+            let up = ups
+                .pop_front()
+                .ok_or(NttError::BatchLengths { first: m, other: i })?;
+            if let Some(e) = up.event() {
+                self.stream.wait(e)?;
+            }
+            self.transform_device(&mut bufs[i % 2], &mut scratch, dir, cfg)?;
+            let done = self.stream.record()?;
+            let host = up.wait()?;
+            self.copy.wait(&done)?;
+            downs.push(zkpipe_stream::download(&self.copy, &bufs[i % 2], 0, host)?);
+            if let Some(next) = pending.pop_front() {
+                ups.push_back(upload(&self.copy, next, &mut bufs[i % 2], 0)?);
+            }
+        }
+        downs.into_iter().map(|d| Ok(d.wait()?)).collect()
+    }
+}
+
 impl Ntt for CudaNtt {
     fn transform(
         &self,

@@ -248,3 +248,54 @@ fn gpu_bad_input_is_an_error() {
         "{err}"
     );
 }
+
+#[test]
+fn gpu_batch_from_pinned_memory_matches_cpu() {
+    let Some((ctx, gpu, mut rng)) = setup() else {
+        return;
+    };
+    let n = 1 << 16;
+    let vectors: Vec<Vec<Scalar>> = (0..5).map(|_| random(n, &mut rng)).collect();
+    let pinned: Vec<PinnedBuffer<Fr>> = vectors
+        .iter()
+        .map(|v| PinnedBuffer::from_slice(&ctx, cast::scalars_as_fr(v)).unwrap())
+        .collect();
+    for (dir, cfg) in [
+        (Direction::Forward, NttConfig::default()),
+        (Direction::Inverse, NttConfig::coset()),
+    ] {
+        let out = gpu
+            .transform_batch_pinned(
+                pinned
+                    .iter()
+                    .map(|p| PinnedBuffer::from_slice(&ctx, p).unwrap())
+                    .collect(),
+                dir,
+                &cfg,
+            )
+            .unwrap();
+        assert_eq!(out.len(), 5);
+        for (got, v) in out.iter().zip(&vectors) {
+            let mut want = v.clone();
+            CpuNtt::new().transform(&mut want, dir, &cfg).unwrap();
+            assert_eq!(&got[..], cast::scalars_as_fr(&want));
+        }
+    }
+    let mixed = vec![
+        PinnedBuffer::<Fr>::new(&ctx, 8).unwrap(),
+        PinnedBuffer::<Fr>::new(&ctx, 16).unwrap(),
+    ];
+    let err = gpu
+        .transform_batch_pinned(mixed, Direction::Forward, &NttConfig::default())
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            NttError::BatchLengths {
+                first: 8,
+                other: 16
+            }
+        ),
+        "{err}"
+    );
+}
