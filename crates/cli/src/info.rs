@@ -79,7 +79,7 @@ pub fn run(json: bool) -> Result<(), Box<dyn std::error::Error>> {
     }
     if let Some(reason) = &report.no_gpu_reason {
         println!("no GPU: {reason}");
-        println!("zkpipe will run every stage on its CPU implementation (slowly) on this machine.");
+        println!("GPU stages are unavailable here; their CPU implementations (e.g. the NTT's CpuNtt) still run.");
     }
     for d in &report.devices {
         let free = d

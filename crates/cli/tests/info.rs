@@ -1,0 +1,36 @@
+//! `zkpipe info` exits 0 with or without a GPU, and says which.
+
+use std::process::Command;
+
+#[test]
+fn info_reports_the_driver_or_its_absence_and_exits_zero() {
+    let out = Command::new(env!("CARGO_BIN_EXE_zkpipe"))
+        .arg("info")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("CUDA driver") || text.contains("no GPU"),
+        "{text}"
+    );
+    if text.contains("no GPU") {
+        assert!(
+            text.contains("libcuda.so.1"),
+            "the message names what was tried: {text}"
+        );
+    } else {
+        assert!(text.contains("device 0:"), "{text}");
+    }
+}
+
+#[test]
+fn info_json_is_valid_json() {
+    let out = Command::new(env!("CARGO_BIN_EXE_zkpipe"))
+        .args(["info", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v.get("devices").is_some_and(|d| d.is_array()));
+}
