@@ -99,6 +99,9 @@ impl NttKernels {
         lgp: u32,
         deg: u32,
     ) -> Result<(), NttError> {
+        if log_n > crate::MAX_LOG_N {
+            return Err(NttError::DomainSize { log_n, max: crate::MAX_LOG_N });
+        }
         let n = 1usize << log_n;
         check_len(x.len(), n)?;
         check_len(y.len(), n)?;
@@ -142,7 +145,7 @@ impl NttKernels {
             return Ok(());
         }
         check_tables(w, n.next_power_of_two().trailing_zeros())?;
-        let n32 = n as u32;
+        let n32 = u32::try_from(n).map_err(|_| NttError::DomainSize { log_n: 32, max: crate::MAX_LOG_N })?;
         // SAFETY: one thread per element of x; exponents stay below 2^tables.log_n.
         unsafe {
             self.scale_powers.launch(
@@ -186,7 +189,7 @@ impl NttKernels {
         if n == 0 {
             return Ok(());
         }
-        let n32 = n as u32;
+        let n32 = u32::try_from(n).map_err(|_| NttError::DomainSize { log_n: 32, max: crate::MAX_LOG_N })?;
         // SAFETY: all three buffers have n elements (checked); one thread per element.
         unsafe {
             self.h_combine.launch(
@@ -206,6 +209,9 @@ impl NttKernels {
         y: &mut DeviceBuffer<Fr>,
         log_n: u32,
     ) -> Result<(), NttError> {
+        if log_n > crate::MAX_LOG_N {
+            return Err(NttError::DomainSize { log_n, max: crate::MAX_LOG_N });
+        }
         let n = 1usize << log_n;
         check_len(x.len(), n)?;
         check_len(y.len(), n)?;
