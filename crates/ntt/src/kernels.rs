@@ -100,7 +100,10 @@ impl NttKernels {
         deg: u32,
     ) -> Result<(), NttError> {
         if log_n > crate::MAX_LOG_N {
-            return Err(NttError::DomainSize { log_n, max: crate::MAX_LOG_N });
+            return Err(NttError::DomainSize {
+                log_n,
+                max: crate::MAX_LOG_N,
+            });
         }
         let n = 1usize << log_n;
         check_len(x.len(), n)?;
@@ -145,7 +148,10 @@ impl NttKernels {
             return Ok(());
         }
         check_tables(w, n.next_power_of_two().trailing_zeros())?;
-        let n32 = u32::try_from(n).map_err(|_| NttError::DomainSize { log_n: 32, max: crate::MAX_LOG_N })?;
+        let n32 = u32::try_from(n).map_err(|_| NttError::DomainSize {
+            log_n: 32,
+            max: crate::MAX_LOG_N,
+        })?;
         // SAFETY: one thread per element of x; exponents stay below 2^tables.log_n.
         unsafe {
             self.scale_powers.launch(
@@ -189,7 +195,10 @@ impl NttKernels {
         if n == 0 {
             return Ok(());
         }
-        let n32 = u32::try_from(n).map_err(|_| NttError::DomainSize { log_n: 32, max: crate::MAX_LOG_N })?;
+        let n32 = u32::try_from(n).map_err(|_| NttError::DomainSize {
+            log_n: 32,
+            max: crate::MAX_LOG_N,
+        })?;
         // SAFETY: all three buffers have n elements (checked); one thread per element.
         unsafe {
             self.h_combine.launch(
@@ -210,7 +219,10 @@ impl NttKernels {
         log_n: u32,
     ) -> Result<(), NttError> {
         if log_n > crate::MAX_LOG_N {
-            return Err(NttError::DomainSize { log_n, max: crate::MAX_LOG_N });
+            return Err(NttError::DomainSize {
+                log_n,
+                max: crate::MAX_LOG_N,
+            });
         }
         let n = 1usize << log_n;
         check_len(x.len(), n)?;

@@ -1,0 +1,78 @@
+//! zkpipe-msm: multi-scalar multiplication for G1 and G2.
+//!
+//! This first part holds what every implementation shares: the [`Msm`] trait, [`Bases`]
+//! (checked where points enter the engine: on the curve and in the subgroup, with an unchecked
+//! twin for trusted keys), [`Density`] bitmaps with bellperson's `DensityTracker` semantics,
+//! canonical-scalar checks, and [`CpuMsm`], the blst reference with a batch-addition path for
+//! scalars that are only 0 or 1. The CUDA Pippenger comes next behind the same trait.
+
+#![forbid(unsafe_code)]
+
+mod bases;
+mod cpu;
+mod density;
+
+pub use bases::{scalars_from_le_bytes, Bases, Point};
+pub use cpu::CpuMsm;
+pub use density::Density;
+
+use blstrs::Scalar;
+
+/// Errors of the MSM stage.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MsmError {
+    /// Bases and scalars of different lengths (without a density bitmap).
+    #[error("MSM: {bases} bases but {scalars} scalars")]
+    LengthMismatch { bases: usize, scalars: usize },
+    /// A density bitmap whose length differs from the scalars'.
+    #[error("MSM: density bitmap covers {bitmap} variables but {scalars} scalars were given")]
+    DensityLength { bitmap: usize, scalars: usize },
+    /// A density bitmap selecting a different number of variables than there are bases.
+    #[error("MSM: density bitmap selects {selected} variables but there are {bases} bases")]
+    DensityCount { selected: usize, bases: usize },
+    /// A scalar encoding of a value >= r.
+    #[error("MSM: scalar {index} is not canonical (not below the group order r)")]
+    NonCanonical { index: usize },
+    /// A base point that is not on the curve.
+    #[error("MSM: base {index} is not on the curve")]
+    NotOnCurve { index: usize },
+    /// A base point outside the prime-order subgroup.
+    #[error("MSM: base {index} is not in the prime-order subgroup")]
+    NotInSubgroup { index: usize },
+}
+
+/// The MSM stage: sum of scalars[i] · bases[i], optionally over the variables that a density
+/// bitmap selects (then bases hold only the selected variables, in order).
+pub trait Msm: Send + Sync {
+    /// An MSM in G1.
+    fn g1(
+        &self,
+        bases: &Bases<blstrs::G1Affine>,
+        scalars: &[Scalar],
+        density: Option<&Density>,
+    ) -> Result<blstrs::G1Projective, MsmError>;
+
+    /// An MSM in G2.
+    fn g2(
+        &self,
+        bases: &Bases<blstrs::G2Affine>,
+        scalars: &[Scalar],
+        density: Option<&Density>,
+    ) -> Result<blstrs::G2Projective, MsmError>;
+
+    /// Several MSMs over the same G1 bases (many circuits of one key).
+    fn g1_batch(
+        &self,
+        bases: &Bases<blstrs::G1Affine>,
+        scalar_sets: &[&[Scalar]],
+        density: Option<&Density>,
+    ) -> Result<Vec<blstrs::G1Projective>, MsmError> {
+        scalar_sets
+            .iter()
+            .map(|s| self.g1(bases, s, density))
+            .collect()
+    }
+
+    /// A name for logs.
+    fn name(&self) -> String;
+}
