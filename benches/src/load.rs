@@ -7,14 +7,7 @@ use zkpipe_cuda::{Context, Cubin, KernelImage, Module, Prefer};
 
 use crate::{BenchResult, Report};
 
-const FIELD: KernelImage = KernelImage {
-    name: "field",
-    ptx: include_str!("../../ptx/field.ptx"),
-    cubins: &[Cubin {
-        arch: (9, 0),
-        image: include_bytes!("../../ptx/field.sm_90.cubin"),
-    }],
-};
+const FIELD: KernelImage = zkpipe_field::kernels::IMAGE;
 
 /// ec-gpu-gen's own kernels (the baseline of later benchmarks).
 pub const ECGPU: KernelImage = KernelImage {

@@ -3,19 +3,12 @@
 use blstrs::Scalar;
 use proptest::prelude::*;
 use zkpipe_cuda::testing::gpu_context;
-use zkpipe_cuda::{Cubin, DeviceBuffer, KernelImage, Stream};
+use zkpipe_cuda::{DeviceBuffer, KernelImage, Stream};
 use zkpipe_field::kernels::FieldTestKernels;
 use zkpipe_field::{cast, layout};
 use zkpipe_proptests::scalar;
 
-const FIELD: KernelImage = KernelImage {
-    name: "field",
-    ptx: include_str!("../../ptx/field.ptx"),
-    cubins: &[Cubin {
-        arch: (9, 0),
-        image: include_bytes!("../../ptx/field.sm_90.cubin"),
-    }],
-};
+const FIELD: KernelImage = zkpipe_field::kernels::IMAGE;
 
 proptest! {
     #[test]

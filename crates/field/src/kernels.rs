@@ -1,8 +1,9 @@
 //! Typed launches of the field test kernels (`kernels/field_test.cu`): each wrapper checks
 //! the lengths and holds the one unsafe launch.
 //!
-//! The compiled image (`ptx/field.ptx`) is embedded by its users, not by this crate, because
-//! `cargo xtask ptx` builds that image from this crate's source and must compile without it.
+//! The compiled image ([`IMAGE`], `ptx/field.ptx`) is embedded only with the `image` feature
+//! (on by default): `cargo xtask ptx` builds that image from this crate's source, so it uses
+//! the crate without the feature.
 
 use std::sync::Arc;
 
@@ -10,6 +11,17 @@ use bytemuck::Pod;
 use zkpipe_cuda::{Context, DeviceBuffer, Function, KernelImage, LaunchConfig, Module, Stream};
 
 use crate::layout::{Fp, Fp2, Fr, G1Affine, G1Projective, G2Affine, G2Projective};
+
+/// The compiled field test kernels.
+#[cfg(feature = "image")]
+pub const IMAGE: KernelImage = KernelImage {
+    name: "field",
+    ptx: include_str!("../../../ptx/field.ptx"),
+    cubins: &[zkpipe_cuda::Cubin {
+        arch: (9, 0),
+        image: include_bytes!("../../../ptx/field.sm_90.cubin"),
+    }],
+};
 
 /// Errors of the test-kernel launches.
 #[derive(Debug, thiserror::Error)]

@@ -9,18 +9,11 @@ use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use zkpipe_cuda::testing::gpu_context;
-use zkpipe_cuda::{Cubin, DeviceBuffer, KernelImage, Stream};
+use zkpipe_cuda::{DeviceBuffer, KernelImage, Stream};
 use zkpipe_field::kernels::FieldTestKernels;
 use zkpipe_field::{cast, layout};
 
-const FIELD: KernelImage = KernelImage {
-    name: "field",
-    ptx: include_str!("../../../ptx/field.ptx"),
-    cubins: &[Cubin {
-        arch: (9, 0),
-        image: include_bytes!("../../../ptx/field.sm_90.cubin"),
-    }],
-};
+const FIELD: KernelImage = zkpipe_field::kernels::IMAGE;
 
 const N: usize = 1 << 20;
 
