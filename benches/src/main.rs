@@ -3,6 +3,7 @@
 //! - `pcie`: host-to-device and device-to-host GB/s for pageable, pinned (pool) and registered
 //!   memory, and an overlap check of a copy against a kernel on another stream.
 //! - `load`: how long loading each kernel module takes (cubin, and PTX with `--ptx`).
+//! - `msm`: zkpipe's MSM against ec-gpu-gen's multiexp and blst.
 //! - `ntt`: zkpipe's NTT against ec-gpu-gen's kernel and the CPU, and the H step.
 
 #![forbid(unsafe_code)]
@@ -12,6 +13,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod load;
+mod msm;
 mod ntt;
 mod pcie;
 mod stats;
@@ -55,6 +57,27 @@ enum Command {
         #[arg(long, default_value_t = 27)]
         h: u32,
     },
+    /// MSM: zkpipe's GPU Pippenger, ec-gpu-gen's multiexp (G1) and blst on the CPU.
+    Msm {
+        /// g1 or g2.
+        #[arg(long, default_value = "g1")]
+        curve: String,
+        /// log2 of the sizes.
+        #[arg(long, value_delimiter = ',', default_values_t = vec![20, 22, 24, 26])]
+        sizes: Vec<u32>,
+        /// random or boolean.
+        #[arg(long, default_value = "random")]
+        scalars: String,
+        /// Timed runs per figure (the median is reported).
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// Largest size blst runs at.
+        #[arg(long, default_value_t = 22)]
+        cpu_max: u32,
+        /// ec-gpu-gen window sizes to try (the best is reported).
+        #[arg(long, value_delimiter = ',', default_values_t = vec![8, 10, 12])]
+        ec_windows: Vec<u32>,
+    },
     /// Module load times.
     Load {
         /// Also load each module from its PTX (the driver's JIT; slow on a fresh machine).
@@ -71,6 +94,29 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Pcie { sizes_mib, runs } => pcie::run(&sizes_mib, runs),
         Command::Load { ptx } => load::run(ptx),
+        Command::Msm {
+            curve,
+            sizes,
+            scalars,
+            runs,
+            cpu_max,
+            ec_windows,
+        } => {
+            if !matches!(curve.as_str(), "g1" | "g2")
+                || !matches!(scalars.as_str(), "random" | "boolean")
+            {
+                eprintln!("error: --curve takes g1 or g2, --scalars random or boolean");
+                return ExitCode::FAILURE;
+            }
+            msm::run(
+                &curve,
+                &sizes,
+                runs,
+                scalars == "boolean",
+                cpu_max,
+                &ec_windows,
+            )
+        }
         Command::Ntt {
             sizes,
             runs,

@@ -39,6 +39,12 @@ const TARGETS: &[Target] = &[
         baseline: false,
     },
     Target {
+        name: "msm",
+        dir: Some("msm"),
+        prelude: true,
+        baseline: false,
+    },
+    Target {
         name: "ecgpu",
         dir: None,
         prelude: true,

@@ -70,6 +70,19 @@ fn split_kernel(part: &str) -> (&str, &str) {
     }
 }
 
+/// Fp2 products are kept out of line: inlined into G2 formulas they multiply each G2 kernel's
+/// size by tens (an 18 MB module for the MSM), for little speed in return.
+fn outline_fp2(fp2: &str) -> String {
+    fp2.replace(
+        "DEVICE blstrs__fp2__Fp2 blstrs__fp2__Fp2_mul(",
+        "__noinline__ DEVICE blstrs__fp2__Fp2 blstrs__fp2__Fp2_mul(",
+    )
+    .replace(
+        "DEVICE blstrs__fp2__Fp2 blstrs__fp2__Fp2_sqr(",
+        "__noinline__ DEVICE blstrs__fp2__Fp2 blstrs__fp2__Fp2_sqr(",
+    )
+}
+
 /// The prelude of every stage's kernels: common definitions, Fr, Fp, Fp2, G1 and G2 curve
 /// arithmetic (device functions only), and zkpipe's short aliases. The same bytes on every
 /// call.
@@ -83,7 +96,7 @@ pub fn cuda_prelude() -> String {
         "// ---- ec-gpu-gen Fp ----",
         &fp,
         "// ---- ec-gpu-gen Fp2 ----",
-        &fp2,
+        &outline_fp2(&fp2),
         "// ---- ec-gpu-gen G1 ----",
         split_kernel(&g1).0,
         "// ---- ec-gpu-gen G2 ----",
@@ -132,6 +145,11 @@ mod tests {
             assert_eq!(p.matches(name).count(), 1, "{name}");
         }
         assert!(!p.contains("KERNEL void"), "the prelude holds no kernels");
+        assert_eq!(
+            p.matches("__noinline__ DEVICE blstrs__fp2__Fp2 blstrs__fp2__Fp2_")
+                .count(),
+            2
+        );
         let k = super::ec_gpu_gen_kernels();
         for name in [
             "KERNEL void blstrs__scalar__Scalar_radix_fft(",

@@ -20,7 +20,7 @@ impl CpuMsm {
 }
 
 /// The scalars that go with the bases: all of them, or those the bitmap selects.
-fn paired(
+pub(crate) fn paired(
     bases: usize,
     scalars: &[Scalar],
     density: Option<&Density>,

@@ -4,16 +4,22 @@
 //! (checked where points enter the engine: on the curve and in the subgroup, with an unchecked
 //! twin for trusted keys), [`Density`] bitmaps with bellperson's `DensityTracker` semantics,
 //! canonical-scalar checks, and [`CpuMsm`], the blst reference with a batch-addition path for
-//! scalars that are only 0 or 1. The CUDA Pippenger comes next behind the same trait.
+//! scalars that are only 0 or 1; and [`CudaMsm`], a GPU Pippenger (signed-digit windows, buckets
+//! sorted by counting, parallel bucket sums, segmented window reduction) with bases resident on
+//! the device and a batch-addition path for 0/1 scalars.
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 mod bases;
 mod cpu;
+mod cuda;
 mod density;
+pub mod kernels;
+pub mod testgen;
 
 pub use bases::{scalars_from_le_bytes, Bases, Point};
 pub use cpu::CpuMsm;
+pub use cuda::{window_bits, CudaError, CudaMsm, DeviceBases, GpuCurve, ScalarKind, G1, G2};
 pub use density::Density;
 
 use blstrs::Scalar;
@@ -36,9 +42,25 @@ pub enum MsmError {
     /// A base point that is not on the curve.
     #[error("MSM: base {index} is not on the curve")]
     NotOnCurve { index: usize },
+    /// A scalar other than 0 or 1 where only those were promised.
+    #[error("MSM: scalar {index} is neither 0 nor 1, but the scalars were declared boolean")]
+    NotBoolean { index: usize },
+    /// The device failed (the message says how).
+    #[error("MSM on the device: {0}")]
+    Device(String),
     /// A base point outside the prime-order subgroup.
     #[error("MSM: base {index} is not in the prime-order subgroup")]
     NotInSubgroup { index: usize },
+}
+
+impl MsmError {
+    /// Wraps a device error for the [`Msm`] trait, keeping input errors as they are.
+    pub fn device(e: CudaError) -> Self {
+        match e {
+            CudaError::Msm(m) => m,
+            other => MsmError::Device(other.to_string()),
+        }
+    }
 }
 
 /// The MSM stage: sum of scalars[i] · bases[i], optionally over the variables that a density

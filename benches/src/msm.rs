@@ -1,0 +1,118 @@
+//! `zkpipe-bench msm`: our GPU MSM (bases and scalars resident on the device), ec-gpu-gen's
+//! multiexp kernel (G1) and blst on the host's cores, side by side.
+
+use std::time::Instant;
+
+use rayon::prelude::*;
+use serde_json::json;
+use zkpipe_cuda::{Context, DeviceBuffer};
+use zkpipe_field::{cast, Exponent};
+use zkpipe_msm::kernels::EcGpuGenMultiexp;
+use zkpipe_msm::testgen::{booleans, g1_points, g2_points, scalars};
+use zkpipe_msm::{Bases, CpuMsm, CudaMsm, Msm, ScalarKind, G1, G2};
+
+use crate::load::ECGPU;
+use crate::stats::median;
+use crate::{BenchResult, Report};
+
+fn time<T>(runs: usize, mut f: impl FnMut() -> BenchResult<T>) -> BenchResult<(f64, T)> {
+    let mut last = f()?;
+    let mut v = Vec::new();
+    for _ in 0..runs {
+        let t = Instant::now();
+        last = f()?;
+        v.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok((median(v), last))
+}
+
+pub fn run(
+    curve: &str,
+    sizes: &[u32],
+    runs: usize,
+    boolean: bool,
+    cpu_max: u32,
+    ec_windows: &[u32],
+) -> BenchResult<Report> {
+    let ctx = Context::new(0)?;
+    let gpu = CudaMsm::new(&ctx)?;
+    let theirs = EcGpuGenMultiexp::load(&ctx, &ECGPU)?;
+    let kind = if boolean {
+        ScalarKind::Boolean
+    } else {
+        ScalarKind::Dense
+    };
+    let mut table = format!(
+        "MSM {curve} on {}, {} scalars, bases and scalars on the device; median of {runs} runs (host-timed, synchronous)\n| size | zkpipe ms | ec-gpu-gen ms (best window) | ec-gpu-gen / zkpipe | blst CPU ms ({} threads) | all equal |\n| --- | --- | --- | --- | --- | --- |\n",
+        ctx.info().name,
+        if boolean { "0/1 (half set)" } else { "random" },
+        rayon::current_num_threads()
+    );
+    let mut rows = Vec::new();
+    for &k in sizes {
+        let n = 1usize << k;
+        let t = Instant::now();
+        let s = if boolean {
+            booleans(n, 2, u64::from(k))
+        } else {
+            scalars(n, u64::from(k))
+        };
+        let ds = DeviceBuffer::from_host(&ctx, cast::scalars_as_fr(&s))?;
+        let (ours_ms, theirs_best, cpu, equal) = if curve == "g2" {
+            let b = Bases::new_unchecked(g2_points(n, u64::from(k) ^ 99));
+            eprintln!("2^{k}: inputs in {:.1} s", t.elapsed().as_secs_f64());
+            let db = gpu.upload_bases::<G2>(&b)?;
+            let (ms, r) = time(runs, || Ok(gpu.msm_device::<G2>(&db, &ds, kind)?))?;
+            let cpu = cpu_time(k <= cpu_max, || CpuMsm::new().g2(&b, &s, None))?;
+            let equal = cpu.as_ref().is_none_or(|(_, c)| *c == r);
+            (ms, None, cpu.map(|c| c.0), equal)
+        } else {
+            let b = Bases::new_unchecked(g1_points(n, u64::from(k) ^ 99));
+            eprintln!("2^{k}: inputs in {:.1} s", t.elapsed().as_secs_f64());
+            let db = gpu.upload_bases::<G1>(&b)?;
+            let (ms, r) = time(runs, || Ok(gpu.msm_device::<G1>(&db, &ds, kind)?))?;
+            let exps: Vec<Exponent> = s.par_iter().map(|x| Exponent::from(*x)).collect();
+            let de = DeviceBuffer::from_host(&ctx, &exps)?;
+            let mut best: Option<(f64, u32)> = None;
+            let mut equal = true;
+            for &w in ec_windows {
+                let (t_ms, their) = time(runs.min(3), || {
+                    Ok(theirs.multiexp(CudaMsm::bases_buffer::<G1>(&db), &de, w)?)
+                })?;
+                equal &= their == r;
+                if best.is_none_or(|(b, _)| t_ms < b) {
+                    best = Some((t_ms, w));
+                }
+            }
+            let cpu = cpu_time(k <= cpu_max, || CpuMsm::new().g1(&b, &s, None))?;
+            equal &= cpu.as_ref().is_none_or(|(_, c)| *c == r);
+            (ms, best, cpu.map(|c| c.0), equal)
+        };
+        let their = theirs_best.map_or("-".to_string(), |(t, w)| format!("{t:.1} (w={w})"));
+        let ratio = theirs_best.map_or("-".to_string(), |(t, _)| format!("{:.2}", t / ours_ms));
+        let cpu_s = cpu.map_or("-".to_string(), |c| format!("{c:.1}"));
+        table.push_str(&format!(
+            "| 2^{k} | {ours_ms:.1} | {their} | {ratio} | {cpu_s} | {equal} |\n"
+        ));
+        rows.push(json!({"log_n": k, "zkpipe_ms": ours_ms, "ec_gpu_gen_ms": theirs_best.map(|b| b.0), "ec_gpu_gen_window": theirs_best.map(|b| b.1), "cpu_ms": cpu, "equal": equal}));
+        if !equal {
+            return Err(format!("2^{k}: results differ between implementations").into());
+        }
+    }
+    Ok(Report {
+        table,
+        json: json!({"device": ctx.info().name, "curve": curve, "boolean": boolean, "runs": runs, "msm": rows}),
+    })
+}
+
+fn cpu_time<T>(
+    run: bool,
+    f: impl Fn() -> Result<T, zkpipe_msm::MsmError>,
+) -> BenchResult<Option<(f64, T)>> {
+    if !run {
+        return Ok(None);
+    }
+    let t = Instant::now();
+    let r = f()?;
+    Ok(Some((t.elapsed().as_secs_f64() * 1e3, r)))
+}

@@ -1,0 +1,173 @@
+// Kernels of zkpipe-msm: a Pippenger MSM with signed-digit windows. Scalars become
+// (bucket, point) pairs, which are counted, scanned and scattered so that each bucket's points
+// are contiguous; buckets are then summed in parallel, and each window's buckets are reduced in
+// segments. The host adds the segment results and the windows.
+
+#define MSM_NO_KEY 0xffffffffu
+
+// Bits [pos, pos + c) of a canonical 256-bit little-endian integer (c <= 24).
+DEVICE inline uint msm_bits(const FR* e, uint pos, uint c) {
+  const uint limb = pos >> 5;
+  const uint off = pos & 31u;
+  unsigned long long v = e->val[limb];
+  if (limb + 1 < 8) v |= ((unsigned long long)e->val[limb + 1]) << 32;
+  return (uint)(v >> off) & ((1u << c) - 1u);
+}
+
+// One thread per scalar: the signed digits of each window. Window w of scalar i gives key
+// w * buckets + (|digit| - 1) and value i | (negative << 31) at w * n + i, or MSM_NO_KEY for a
+// zero digit. Digits lie in [-2^(c-1), 2^(c-1)]; nw * c >= 256, so the top window never carries.
+KERNEL void msm_digits(const FR* __restrict__ scalars, uint n, uint c, uint nw,
+                       uint* __restrict__ keys, uint* __restrict__ vals) {
+  const uint i = GET_GLOBAL_ID();
+  if (i >= n) return;
+  const FR e = FR_(unmont)(scalars[i]);
+  const uint half = 1u << (c - 1);
+  uint carry = 0;
+  for (uint w = 0; w < nw; w++) {
+    const uint pos = w * c;
+    uint v = (pos < 256 ? msm_bits(&e, pos, min(c, 256u - pos)) : 0u) + carry;
+    uint neg = 0;
+    uint mag = v;
+    carry = 0;
+    if (v > half) {
+      mag = (1u << c) - v;
+      neg = 1;
+      carry = 1;
+    }
+    const size_t at = (size_t)w * n + i;
+    if (mag == 0) {
+      keys[at] = MSM_NO_KEY;
+      if (v != 0) carry = 1;  // v == 2^c: digit 0, carry 1
+    } else {
+      keys[at] = w * half + (mag - 1);
+      vals[at] = i | (neg << 31);
+    }
+  }
+}
+
+// counts[key] += 1 for every valid key.
+KERNEL void msm_histogram(const uint* __restrict__ keys, unsigned long long m, uint* counts) {
+  const unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= m) return;
+  const uint k = keys[i];
+  if (k != MSM_NO_KEY) atomicAdd(&counts[k], 1u);
+}
+
+// Exclusive prefix sum of counts[0..total) into offsets, by one block of 1024 threads.
+KERNEL void msm_scan(const uint* __restrict__ counts, uint* __restrict__ offsets, uint total) {
+  __shared__ uint sums[1024];
+  const uint t = threadIdx.x;
+  const uint per = (total + 1023u) / 1024u;
+  const uint lo = min(t * per, total);
+  const uint hi = min(lo + per, total);
+  uint s = 0;
+  for (uint j = lo; j < hi; j++) s += counts[j];
+  sums[t] = s;
+  __syncthreads();
+  for (uint d = 1; d < 1024; d <<= 1) {
+    const uint v = t >= d ? sums[t - d] : 0u;
+    __syncthreads();
+    sums[t] += v;
+    __syncthreads();
+  }
+  uint run = sums[t] - s;
+  for (uint j = lo; j < hi; j++) {
+    offsets[j] = run;
+    run += counts[j];
+  }
+}
+
+// Places each valid (key, value) at the next free slot of its bucket.
+KERNEL void msm_scatter(const uint* __restrict__ keys, const uint* __restrict__ vals, unsigned long long m,
+                        uint* cursor, uint* __restrict__ sorted) {
+  const unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= m) return;
+  const uint k = keys[i];
+  if (k == MSM_NO_KEY) return;
+  const uint pos = atomicAdd(&cursor[k], 1u);
+  sorted[pos] = vals[i];
+}
+
+// Curve operations behind non-inlined wrappers: each kernel calls them in several places, and
+// inlining ec-gpu-gen's G2 formulas everywhere made an 18 MB module.
+#define MSM_OPS(NAME, AFF, JAC, P)                                                                 \
+  __noinline__ DEVICE JAC msm_add_##NAME(JAC a, JAC b) { return P(add)(a, b); }                    \
+  __noinline__ DEVICE JAC msm_madd_##NAME(JAC a, AFF b) { return P(add_mixed)(a, b); }             \
+  __noinline__ DEVICE JAC msm_dbl_##NAME(JAC a) { return P(double)(a); }
+
+// The curve kernels, for G1 over Fp and G2 over Fp2.
+#define MSM_CURVE(NAME, AFF, JAC, P, F, FT)                                                          \
+  /* One thread per bucket: the sum of its points (negated where the digit was negative). */    \
+  KERNEL void msm_bucket_sums_##NAME(const AFF* __restrict__ bases, const uint* __restrict__ sorted, \
+                                     const uint* __restrict__ offsets, const uint* __restrict__ counts, \
+                                     uint total, JAC* __restrict__ sums) {                       \
+    const uint b = GET_GLOBAL_ID();                                                             \
+    if (b >= total) return;                                                                     \
+    JAC acc = P(ZERO);                                                                          \
+    const uint start = offsets[b];                                                              \
+    const uint end = start + counts[b];                                                         \
+    const FT zero = F(ZERO);                                                                     \
+    for (uint j = start; j < end; j++) {                                                        \
+      const uint v = sorted[j];                                                                 \
+      AFF p = bases[v & 0x7fffffffu];                                                           \
+      if (F(eq)(p.x, zero) && F(eq)(p.y, zero)) continue; /* the identity */                   \
+      if (v >> 31) p.y = F(sub)(zero, p.y);                                                     \
+      acc = msm_madd_##NAME(acc, p);                                                               \
+    }                                                                                           \
+    sums[b] = acc;                                                                              \
+  }                                                                                             \
+                                                                                                \
+  /* One thread per segment of seg buckets of a window: sum over the segment of multiplier */   \
+  /* times bucket sum, multipliers being bucket index + 1 within the window. */                  \
+  KERNEL void msm_segments_##NAME(const JAC* __restrict__ sums, uint buckets, uint nw, uint seg, \
+                                  JAC* __restrict__ out) {                                      \
+    const uint segs = buckets / seg;                                                            \
+    const uint g = GET_GLOBAL_ID();                                                             \
+    if (g >= nw * segs) return;                                                                 \
+    const uint w = g / segs;                                                                    \
+    const uint lo = (g % segs) * seg;                                                           \
+    const JAC* s = sums + (size_t)w * buckets;                                                  \
+    JAC acc = P(ZERO);                                                                          \
+    JAC tot = P(ZERO);                                                                          \
+    for (uint b = lo + seg; b > lo; b--) {                                                      \
+      acc = msm_add_##NAME(acc, s[b - 1]);                                                              \
+      tot = msm_add_##NAME(tot, acc);                                                                   \
+    }                                                                                           \
+    /* tot = sum (b - lo + 1) s[b]; add lo * acc, acc being the segment's plain sum. */         \
+    JAC extra = P(ZERO);                                                                        \
+    for (int bit = 31; bit >= 0; bit--) {                                                       \
+      extra = msm_dbl_##NAME(extra);                                                                 \
+      if ((lo >> bit) & 1u) extra = msm_add_##NAME(extra, acc);                                         \
+    }                                                                                           \
+    out[g] = msm_add_##NAME(tot, extra);                                                                \
+  }                                                                                             \
+                                                                                                \
+  /* Scalars that are 0 or 1: each thread adds the selected points of a strided share. */       \
+  KERNEL void msm_boolean_##NAME(const AFF* __restrict__ bases, const FR* __restrict__ scalars, \
+                                 uint n, JAC* __restrict__ out, uint* __restrict__ not_boolean) { \
+    const uint t = GET_GLOBAL_ID();                                                             \
+    const uint stride = gridDim.x * blockDim.x;                                                 \
+    const FR one = FR_(ONE);                                                                    \
+    const FR fzero = FR_(ZERO);                                                                 \
+    const FT zero = F(ZERO);                                                                     \
+    JAC acc = P(ZERO);                                                                          \
+    for (uint i = t; i < n; i += stride) {                                                      \
+      const FR s = scalars[i];                                                                  \
+      if (FR_(eq)(s, fzero)) continue;                                                          \
+      if (!FR_(eq)(s, one)) { *not_boolean = 1u; continue; }                                    \
+      const AFF p = bases[i];                                                                   \
+      if (F(eq)(p.x, zero) && F(eq)(p.y, zero)) continue;                                       \
+      acc = msm_madd_##NAME(acc, p);                                                               \
+    }                                                                                           \
+    out[t] = acc;                                                                               \
+  }
+
+#define MSM_FP(f) FP_(f)
+#define MSM_FP2(f) FP2_(f)
+#define MSM_G1(f) G1_(f)
+#define MSM_G2(f) G2_(f)
+MSM_OPS(g1, G1_AFFINE, G1_JACOBIAN, MSM_G1)
+MSM_OPS(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2)
+MSM_CURVE(g1, G1_AFFINE, G1_JACOBIAN, MSM_G1, MSM_FP, FP)
+MSM_CURVE(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, MSM_FP2, FP2)

@@ -1,0 +1,342 @@
+//! Typed launches of the MSM kernels (`kernels/msm.cu`): each wrapper checks lengths and holds
+//! the one unsafe launch.
+
+#![allow(unsafe_code)]
+
+use std::sync::Arc;
+
+use bytemuck::Pod;
+use zkpipe_cuda::{
+    Context, Cubin, DeviceBuffer, Function, KernelImage, LaunchConfig, Module, Stream,
+};
+use zkpipe_field::Fr;
+
+use crate::cuda::CudaError;
+
+/// The compiled MSM kernels.
+pub const IMAGE: KernelImage = KernelImage {
+    name: "msm",
+    ptx: include_str!("../../../ptx/msm.ptx"),
+    cubins: &[Cubin {
+        arch: (9, 0),
+        image: include_bytes!("../../../ptx/msm.sm_90.cubin"),
+    }],
+};
+
+/// The kernels of one curve.
+#[derive(Debug)]
+pub struct CurveKernels {
+    bucket_sums: Function,
+    segments: Function,
+    boolean: Function,
+}
+
+/// The MSM kernels of one device.
+#[derive(Debug)]
+pub struct MsmKernels {
+    digits: Function,
+    histogram: Function,
+    scan: Function,
+    scatter: Function,
+    /// G1 kernels.
+    pub g1: CurveKernels,
+    /// G2 kernels.
+    pub g2: CurveKernels,
+}
+
+const BLOCK: u32 = 256;
+
+fn need(what: &'static str, len: usize, needed: usize) -> Result<(), CudaError> {
+    if len < needed {
+        return Err(CudaError::BufferTooSmall { what, len, needed });
+    }
+    Ok(())
+}
+
+fn grid(m: usize) -> Result<LaunchConfig, CudaError> {
+    let blocks = m.div_ceil(BLOCK as usize).max(1);
+    let blocks = u32::try_from(blocks).map_err(|_| CudaError::TooLarge { n: m })?;
+    Ok(LaunchConfig {
+        grid: (blocks, 1, 1),
+        block: (BLOCK, 1, 1),
+        shared_bytes: 0,
+    })
+}
+
+impl MsmKernels {
+    /// Loads the kernels on `ctx`'s device.
+    pub fn load(ctx: &Arc<Context>) -> Result<Self, CudaError> {
+        let m = Module::load(ctx, &IMAGE)?;
+        let curve = |name: &str| -> Result<CurveKernels, CudaError> {
+            Ok(CurveKernels {
+                bucket_sums: m.function(&format!("msm_bucket_sums_{name}"))?,
+                segments: m.function(&format!("msm_segments_{name}"))?,
+                boolean: m.function(&format!("msm_boolean_{name}"))?,
+            })
+        };
+        Ok(Self {
+            digits: m.function("msm_digits")?,
+            histogram: m.function("msm_histogram")?,
+            scan: m.function("msm_scan")?,
+            scatter: m.function("msm_scatter")?,
+            g1: curve("g1")?,
+            g2: curve("g2")?,
+        })
+    }
+
+    /// Signed-digit keys and values of `nw` windows of `c` bits for each scalar.
+    pub fn digits(
+        &self,
+        s: &Stream,
+        scalars: &DeviceBuffer<Fr>,
+        c: u32,
+        nw: u32,
+        keys: &mut DeviceBuffer<u32>,
+        vals: &mut DeviceBuffer<u32>,
+    ) -> Result<(), CudaError> {
+        let n = scalars.len();
+        let m = n * nw as usize;
+        need("keys", keys.len(), m)?;
+        need("values", vals.len(), m)?;
+        if !(2..=24).contains(&c) || nw * c < 256 {
+            return Err(CudaError::Window { c, nw });
+        }
+        let n32 = u32::try_from(n).map_err(|_| CudaError::TooLarge { n })?;
+        if n32 >= 1 << 31 {
+            return Err(CudaError::TooLarge { n });
+        }
+        // SAFETY: one thread per scalar; thread i writes keys/vals at w * n + i < nw * n (checked).
+        unsafe {
+            self.digits
+                .launch(s, grid(n)?, &[scalars, &n32, &c, &nw, &*keys, &*vals])
+        }?;
+        Ok(())
+    }
+
+    /// counts[key] += 1 over the first m keys.
+    pub fn histogram(
+        &self,
+        s: &Stream,
+        keys: &DeviceBuffer<u32>,
+        m: usize,
+        counts: &mut DeviceBuffer<u32>,
+        total: usize,
+    ) -> Result<(), CudaError> {
+        need("keys", keys.len(), m)?;
+        need("counts", counts.len(), total)?;
+        let m64 = m as u64;
+        // SAFETY: keys are below `total` (windows * buckets, as `digits` makes them) or the
+        // no-key marker; counts holds `total` entries.
+        unsafe { self.histogram.launch(s, grid(m)?, &[keys, &m64, &*counts]) }?;
+        Ok(())
+    }
+
+    /// offsets = exclusive prefix sum of counts[0..total).
+    pub fn scan(
+        &self,
+        s: &Stream,
+        counts: &DeviceBuffer<u32>,
+        offsets: &mut DeviceBuffer<u32>,
+        total: usize,
+    ) -> Result<(), CudaError> {
+        need("counts", counts.len(), total)?;
+        need("offsets", offsets.len(), total)?;
+        let t32 = u32::try_from(total).map_err(|_| CudaError::TooLarge { n: total })?;
+        let cfg = LaunchConfig {
+            grid: (1, 1, 1),
+            block: (1024, 1, 1),
+            shared_bytes: 0,
+        };
+        // SAFETY: one block reads counts[0..total) and writes offsets[0..total).
+        unsafe { self.scan.launch(s, cfg, &[counts, &*offsets, &t32]) }?;
+        Ok(())
+    }
+
+    /// Scatters the values of valid keys into `sorted`, bucket by bucket.
+    pub fn scatter(
+        &self,
+        s: &Stream,
+        keys: &DeviceBuffer<u32>,
+        vals: &DeviceBuffer<u32>,
+        m: usize,
+        cursor: &mut DeviceBuffer<u32>,
+        sorted: &mut DeviceBuffer<u32>,
+    ) -> Result<(), CudaError> {
+        need("keys", keys.len(), m)?;
+        need("values", vals.len(), m)?;
+        need("sorted", sorted.len(), m)?;
+        let m64 = m as u64;
+        // SAFETY: cursor starts at the exclusive prefix sums of the key counts, so positions
+        // stay below the number of valid keys <= m <= sorted.len().
+        unsafe {
+            self.scatter
+                .launch(s, grid(m)?, &[keys, vals, &m64, &*cursor, &*sorted])
+        }?;
+        Ok(())
+    }
+}
+
+impl CurveKernels {
+    /// sums[b] = the sum of bucket b's points.
+    #[allow(clippy::too_many_arguments)]
+    pub fn bucket_sums<A: Pod, J: Pod>(
+        &self,
+        s: &Stream,
+        bases: &DeviceBuffer<A>,
+        n: usize,
+        sorted: &DeviceBuffer<u32>,
+        offsets: &DeviceBuffer<u32>,
+        counts: &DeviceBuffer<u32>,
+        total: usize,
+        sums: &mut DeviceBuffer<J>,
+    ) -> Result<(), CudaError> {
+        need("bases", bases.len(), n)?;
+        need("offsets", offsets.len(), total)?;
+        need("counts", counts.len(), total)?;
+        need("bucket sums", sums.len(), total)?;
+        let t32 = u32::try_from(total).map_err(|_| CudaError::TooLarge { n: total })?;
+        // SAFETY: values index bases below n (made by `digits` from scalar indices); the
+        // offsets and counts address `sorted` within the valid entries.
+        unsafe {
+            self.bucket_sums.launch(
+                s,
+                grid(total)?,
+                &[bases, sorted, offsets, counts, &t32, &*sums],
+            )
+        }?;
+        Ok(())
+    }
+
+    /// out[w * segs + j] = sum over segment j of window w of (index + 1) · bucket sum.
+    pub fn segments<J: Pod>(
+        &self,
+        s: &Stream,
+        sums: &DeviceBuffer<J>,
+        buckets: u32,
+        nw: u32,
+        seg: u32,
+        out: &mut DeviceBuffer<J>,
+    ) -> Result<(), CudaError> {
+        if seg == 0 || !buckets.is_multiple_of(seg) {
+            return Err(CudaError::Window {
+                c: buckets,
+                nw: seg,
+            });
+        }
+        let groups = (nw * (buckets / seg)) as usize;
+        need("bucket sums", sums.len(), (nw * buckets) as usize)?;
+        need("segment results", out.len(), groups)?;
+        // SAFETY: thread g < nw * segs reads sums[w * buckets + lo .. + seg) and writes out[g].
+        unsafe {
+            self.segments
+                .launch(s, grid(groups)?, &[sums, &buckets, &nw, &seg, &*out])
+        }?;
+        Ok(())
+    }
+
+    /// out[t] = the sum of the points whose scalar is one, over a strided share per thread;
+    /// `flag` becomes nonzero if a scalar is neither zero nor one.
+    pub fn boolean<A: Pod, J: Pod>(
+        &self,
+        s: &Stream,
+        bases: &DeviceBuffer<A>,
+        scalars: &DeviceBuffer<Fr>,
+        out: &mut DeviceBuffer<J>,
+        flag: &mut DeviceBuffer<u32>,
+    ) -> Result<(), CudaError> {
+        let n = scalars.len();
+        need("bases", bases.len(), n)?;
+        need("flag", flag.len(), 1)?;
+        let threads = out.len();
+        if threads == 0 || !threads.is_multiple_of(BLOCK as usize) {
+            return Err(CudaError::BufferTooSmall {
+                what: "boolean partials",
+                len: threads,
+                needed: BLOCK as usize,
+            });
+        }
+        let n32 = u32::try_from(n).map_err(|_| CudaError::TooLarge { n })?;
+        // SAFETY: exactly out.len() threads, each writing out[t]; reads of bases and scalars
+        // stay below n (checked).
+        unsafe {
+            self.boolean
+                .launch(s, grid(threads)?, &[bases, scalars, &n32, &*out, &*flag])
+        }?;
+        Ok(())
+    }
+}
+
+/// ec-gpu-gen's G1 multiexp kernel (bellperson's GPU path), driven as ec-gpu-gen drives it, for
+/// benchmarks to compare with. The image (`ptx/ecgpu.ptx`) is passed in.
+#[derive(Debug)]
+pub struct EcGpuGenMultiexp {
+    kernel: Function,
+    ctx: Arc<Context>,
+    stream: Stream,
+}
+
+impl EcGpuGenMultiexp {
+    /// Loads `blstrs__g1__G1Affine_multiexp` from `image`.
+    pub fn load(ctx: &Arc<Context>, image: &KernelImage) -> Result<Self, CudaError> {
+        let kernel = Module::load(ctx, image)?.function("blstrs__g1__G1Affine_multiexp")?;
+        Ok(Self {
+            kernel,
+            ctx: Arc::clone(ctx),
+            stream: Stream::new(ctx)?,
+        })
+    }
+
+    /// sum exps[i] · bases[i] with `window` bits per window; `exps` are canonical integers.
+    /// ec-gpu-gen's layout: 2 × (SMs × 128) threads, each summing one window of one group of
+    /// points into its own buckets; the host adds the thread results and the windows.
+    pub fn multiexp(
+        &self,
+        bases: &DeviceBuffer<zkpipe_field::G1Affine>,
+        exps: &DeviceBuffer<zkpipe_field::Exponent>,
+        window: u32,
+    ) -> Result<blstrs::G1Projective, CudaError> {
+        use group::Group;
+        let n = exps.len();
+        need("bases", bases.len(), n)?;
+        let n32 = u32::try_from(n).map_err(|_| CudaError::TooLarge { n })?;
+        let cores = self.ctx.info().sm_count * 128;
+        let num_windows = 256u32.div_ceil(window);
+        let num_groups = (2 * cores / num_windows).max(1);
+        let threads = (num_windows * num_groups) as usize;
+        let bucket_len = (1usize << window) - 1;
+        let buckets =
+            DeviceBuffer::<zkpipe_field::G1Projective>::alloc(&self.ctx, threads * bucket_len)?;
+        let results = DeviceBuffer::<zkpipe_field::G1Projective>::alloc(&self.ctx, threads)?;
+        let cfg = LaunchConfig::for_elements(threads, 128);
+        // SAFETY: as ec-gpu-gen launches it: num_windows * num_groups threads, each using its
+        // own bucket_len buckets and writing results[gid]; bases and exps hold n elements.
+        unsafe {
+            self.kernel.launch(
+                &self.stream,
+                cfg,
+                &[
+                    bases,
+                    &buckets,
+                    &results,
+                    exps,
+                    &n32,
+                    &num_groups,
+                    &num_windows,
+                    &window,
+                ],
+            )
+        }?;
+        self.stream.synchronize()?;
+        let res = results.to_vec()?;
+        let mut acc = blstrs::G1Projective::identity();
+        for w in (0..num_windows as usize).rev() {
+            for _ in 0..window {
+                acc = acc.double();
+            }
+            for g in 0..num_groups as usize {
+                acc += blstrs::G1Projective::from(res[g * num_windows as usize + w]);
+            }
+        }
+        Ok(acc)
+    }
+}

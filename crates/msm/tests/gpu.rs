@@ -1,0 +1,186 @@
+//! The CUDA MSM against blst on the GPU: sizes 0 to 2^20 in G1 and to 2^18 in G2, dense and
+//! boolean scalars, density bitmaps, edge cases, resident bases reused, bad input.
+
+use std::sync::Arc;
+
+use blstrs::{G1Affine, G1Projective, G2Projective, Scalar};
+use ff::Field;
+use group::prime::PrimeCurveAffine;
+use group::{Curve, Group};
+use rand::RngCore;
+use zkpipe_cuda::testing::gpu_context;
+use zkpipe_cuda::Context;
+use zkpipe_msm::testgen::{booleans, g1_points, g2_points, scalars};
+use zkpipe_msm::{Bases, CpuMsm, CudaError, CudaMsm, Density, Msm, MsmError, ScalarKind, G1, G2};
+
+fn setup() -> Option<(Arc<Context>, CudaMsm, u64)> {
+    let ctx = gpu_context()?;
+    let msm = CudaMsm::new(&ctx).unwrap();
+    let seed = rand::thread_rng().next_u64();
+    println!("seed {seed}");
+    Some((ctx, msm, seed))
+}
+
+#[test]
+fn g1_matches_blst_at_many_sizes_with_edge_cases() {
+    let Some((_ctx, gpu, seed)) = setup() else {
+        return;
+    };
+    let cpu = CpuMsm::new();
+    for n in [0usize, 1, 2, 3, 255, 256, 1000, 1 << 16, 1 << 20] {
+        let mut points = g1_points(n, seed ^ n as u64);
+        let mut s = scalars(n, seed.rotate_left(7) ^ n as u64);
+        if n >= 8 {
+            points[0] = G1Affine::identity();
+            s[1] = Scalar::ZERO;
+            s[2] = -Scalar::ONE;
+            points[4] = points[3];
+            s[4] = s[3]; // the same point and digit twice: an addition that must double
+            points[6] = (-G1Projective::from(points[5])).to_affine();
+            s[6] = s[5]; // a point and its negation
+        }
+        let bases = Bases::new(points).unwrap();
+        let dev = gpu.upload_bases::<G1>(&bases).unwrap();
+        let want = cpu.g1(&bases, &s, None).unwrap();
+        assert_eq!(
+            gpu.msm::<G1>(&dev, &s, ScalarKind::Dense).unwrap(),
+            want,
+            "n = {n}"
+        );
+        assert_eq!(
+            gpu.msm::<G1>(&dev, &s, ScalarKind::Auto).unwrap(),
+            want,
+            "auto, n = {n}"
+        );
+    }
+}
+
+#[test]
+fn many_equal_points_and_scalars() {
+    let Some((_ctx, gpu, seed)) = setup() else {
+        return;
+    };
+    let p = g1_points(1, seed)[0];
+    let n = 5000;
+    let bases = Bases::new(vec![p; n]).unwrap();
+    let dev = gpu.upload_bases::<G1>(&bases).unwrap();
+    let k = scalars(1, seed ^ 1)[0];
+    let s = vec![k; n];
+    assert_eq!(
+        gpu.msm::<G1>(&dev, &s, ScalarKind::Dense).unwrap(),
+        G1Projective::from(p) * (k * Scalar::from(n as u64))
+    );
+}
+
+#[test]
+fn g2_matches_blst() {
+    let Some((_ctx, gpu, seed)) = setup() else {
+        return;
+    };
+    let cpu = CpuMsm::new();
+    for n in [0usize, 1, 3, 256, 1 << 12, 1 << 18] {
+        let points = g2_points(n, seed ^ n as u64);
+        let s = scalars(n, seed.rotate_left(9) ^ n as u64);
+        let bases = Bases::new(points).unwrap();
+        let dev = gpu.upload_bases::<G2>(&bases).unwrap();
+        assert_eq!(
+            gpu.msm::<G2>(&dev, &s, ScalarKind::Dense).unwrap(),
+            cpu.g2(&bases, &s, None).unwrap(),
+            "n = {n}"
+        );
+    }
+    let b = Bases::new(g2_points(100, seed)).unwrap();
+    let ones = booleans(100, 2, seed);
+    assert_eq!(
+        Msm::g2(&gpu, &b, &ones, None).unwrap(),
+        cpu.g2(&b, &ones, None).unwrap()
+    );
+    assert!(bool::from(
+        Msm::g2(&gpu, &b, &vec![Scalar::ZERO; 100], None)
+            .unwrap()
+            .is_identity()
+    ));
+    let _ = G2Projective::identity();
+}
+
+#[test]
+fn boolean_scalars_density_and_resident_reuse() {
+    let Some((_ctx, gpu, seed)) = setup() else {
+        return;
+    };
+    let cpu = CpuMsm::new();
+    let n = 1 << 16;
+    let flags: Vec<bool> = booleans(n, 4, seed)
+        .iter()
+        .map(|s| *s == Scalar::ZERO)
+        .collect();
+    let density = Density::from_bools(flags);
+    let bases = Bases::new(g1_points(density.selected(), seed)).unwrap();
+    for s in [booleans(n, 2, seed ^ 1), scalars(n, seed ^ 2)] {
+        assert_eq!(
+            Msm::g1(&gpu, &bases, &s, Some(&density)).unwrap(),
+            cpu.g1(&bases, &s, Some(&density)).unwrap()
+        );
+    }
+    // Resident bases, several scalar sets.
+    let dev = gpu.upload_bases::<G1>(&bases).unwrap();
+    for (i, s) in [
+        booleans(density.selected(), 3, seed ^ 3),
+        scalars(density.selected(), seed ^ 4),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let want = cpu.g1(&bases, s, None).unwrap();
+        assert_eq!(
+            gpu.msm::<G1>(&dev, s, ScalarKind::Auto).unwrap(),
+            want,
+            "set {i}"
+        );
+    }
+    let bools = booleans(density.selected(), 3, seed ^ 5);
+    assert_eq!(
+        gpu.msm::<G1>(&dev, &bools, ScalarKind::Boolean).unwrap(),
+        cpu.g1(&bases, &bools, None).unwrap()
+    );
+    let mut not_bool = bools.clone();
+    not_bool[77] = Scalar::from(2u64);
+    let err = gpu
+        .msm::<G1>(&dev, &not_bool, ScalarKind::Boolean)
+        .unwrap_err();
+    assert!(
+        matches!(err, CudaError::Msm(MsmError::NotBoolean { index: 77 })),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_input_is_an_error() {
+    let Some((_ctx, gpu, seed)) = setup() else {
+        return;
+    };
+    let bases = Bases::new(g1_points(10, seed)).unwrap();
+    let dev = gpu.upload_bases::<G1>(&bases).unwrap();
+    let err = gpu
+        .msm::<G1>(&dev, &scalars(9, seed), ScalarKind::Auto)
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CudaError::Msm(MsmError::LengthMismatch {
+                bases: 10,
+                scalars: 9
+            })
+        ),
+        "{err}"
+    );
+    let d = Density::from_bools(vec![true; 11]);
+    assert!(matches!(
+        Msm::g1(&gpu, &bases, &scalars(11, seed), Some(&d)),
+        Err(MsmError::DensityCount {
+            selected: 11,
+            bases: 10
+        })
+    ));
+    let _ = Scalar::random(rand::thread_rng());
+}
