@@ -2,12 +2,17 @@
 
 use std::process::Command;
 
+/// The CLI binary: nextest names it at run time when tests run from an archive on another
+/// machine; cargo at build time otherwise.
+fn zkpipe() -> Command {
+    let path = std::env::var("NEXTEST_BIN_EXE_zkpipe")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_zkpipe").to_string());
+    Command::new(path)
+}
+
 #[test]
 fn info_reports_the_driver_or_its_absence_and_exits_zero() {
-    let out = Command::new(env!("CARGO_BIN_EXE_zkpipe"))
-        .arg("info")
-        .output()
-        .unwrap();
+    let out = zkpipe().arg("info").output().unwrap();
     assert!(out.status.success(), "{out:?}");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -26,10 +31,7 @@ fn info_reports_the_driver_or_its_absence_and_exits_zero() {
 
 #[test]
 fn info_json_is_valid_json() {
-    let out = Command::new(env!("CARGO_BIN_EXE_zkpipe"))
-        .args(["info", "--json"])
-        .output()
-        .unwrap();
+    let out = zkpipe().args(["info", "--json"]).output().unwrap();
     assert!(out.status.success(), "{out:?}");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v.get("devices").is_some_and(|d| d.is_array()));

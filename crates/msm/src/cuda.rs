@@ -7,7 +7,7 @@ use blstrs::{G1Projective, G2Projective, Scalar};
 use bytemuck::Pod;
 use group::Group;
 use rayon::prelude::*;
-use zkpipe_cuda::{Context, DeviceBuffer, Stream};
+use zkpipe_cuda::{Context, DeviceBuffer, Event, Stream};
 use zkpipe_field::{cast, layout};
 
 use crate::kernels::{CurveKernels, MsmKernels};
@@ -278,8 +278,13 @@ impl CudaMsm {
         let mut counts = DeviceBuffer::<u32>::alloc(&self.ctx, total)?;
         let mut offsets = DeviceBuffer::<u32>::alloc(&self.ctx, total)?;
         let mut cursor = DeviceBuffer::<u32>::alloc(&self.ctx, total)?;
+        let marks: Vec<Event> = (0..5)
+            .map(|_| Event::timed(&self.ctx))
+            .collect::<Result<_, _>>()?;
+        marks[0].record(s)?;
         counts.zero_async(s)?;
         self.k.digits(s, scalars, c, nw, &mut keys, &mut vals)?;
+        marks[1].record(s)?;
         self.k.histogram(s, &keys, m, &mut counts, total)?;
         self.k.scan(s, &counts, &mut offsets, total)?;
         cursor.copy_from_device_async_at(0, &offsets, s)?;
@@ -294,7 +299,19 @@ impl CudaMsm {
         let segs = buckets / seg;
         let mut out = DeviceBuffer::<C::Jacobian>::alloc(&self.ctx, (nw * segs) as usize)?;
         ck.segments(s, &sums, buckets, nw, seg, &mut out)?;
+        marks[4].record(s)?;
         s.synchronize()?;
+        let ms = |a: usize, b: usize| marks[a].elapsed_ms(&marks[b]).unwrap_or(f32::NAN);
+        tracing::debug!(
+            n,
+            c,
+            nw,
+            digits_ms = ms(0, 1),
+            sort_ms = ms(1, 2),
+            buckets_ms = ms(2, 3),
+            windows_ms = ms(3, 4),
+            "msm.pippenger"
+        );
         drop((keys, vals, sorted, sums));
         let parts: Vec<C::Projective> = out
             .to_vec()?

@@ -328,14 +328,19 @@ impl EcGpuGenMultiexp {
         }?;
         self.stream.synchronize()?;
         let res = results.to_vec()?;
+        // ec-gpu-gen reads window bits from the most significant end of a 256-bit integer:
+        // window 0 holds the top bits, so the host doubles before adding each window in turn.
         let mut acc = blstrs::G1Projective::identity();
-        for w in (0..num_windows as usize).rev() {
-            for _ in 0..window {
+        let mut bits = 0u32;
+        for w in 0..num_windows as usize {
+            let width = window.min(256 - bits);
+            for _ in 0..width {
                 acc = acc.double();
             }
             for g in 0..num_groups as usize {
                 acc += blstrs::G1Projective::from(res[g * num_windows as usize + w]);
             }
+            bits += width;
         }
         Ok(acc)
     }
