@@ -178,3 +178,17 @@ fn bad_input_is_an_error_naming_the_numbers() {
     );
     assert_eq!(Bases::new_unchecked(pts).len(), 3);
 }
+
+#[test]
+fn window_widths_keep_the_top_window_balanced() {
+    for n in [0usize, 1, 1000, 1024, 1 << 14, 1 << 20, 1 << 26] {
+        let c = zkpipe_msm::window_bits(n);
+        let nw = 256u32.div_ceil(c);
+        let top_bits = 255 - (nw - 1) * c;
+        assert!(
+            top_bits + 1 >= c / 2 + 1 || c == 4,
+            "n = {n}: c = {c} leaves {top_bits} bits in the top window"
+        );
+        assert!(top_bits < c, "the top window must not carry out");
+    }
+}
