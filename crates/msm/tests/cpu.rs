@@ -186,7 +186,7 @@ fn window_widths_keep_the_top_window_balanced() {
         let nw = 256u32.div_ceil(c);
         let top_bits = 255 - (nw - 1) * c;
         assert!(
-            top_bits + 1 >= c / 2 + 1 || c == 4,
+            top_bits >= c / 2 || c == 4,
             "n = {n}: c = {c} leaves {top_bits} bits in the top window"
         );
         assert!(top_bits < c, "the top window must not carry out");
