@@ -300,9 +300,11 @@ impl CudaMsm {
             .scatter(s, &keys, &vals, m, &mut cursor, &mut sorted)?;
         let mut sums = DeviceBuffer::<C::Jacobian>::alloc(&self.ctx, total)?;
         let ck = C::kernels(&self.k);
+        marks[2].record(s)?;
         ck.bucket_sums(
             s, &bases.buf, n, &sorted, &offsets, &counts, total, &mut sums,
         )?;
+        marks[3].record(s)?;
         let seg = buckets.min(64);
         let segs = buckets / seg;
         let mut out = DeviceBuffer::<C::Jacobian>::alloc(&self.ctx, (nw * segs) as usize)?;
