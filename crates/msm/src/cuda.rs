@@ -179,19 +179,13 @@ impl CudaMsm {
         scalars: &[Scalar],
         kind: ScalarKind,
     ) -> Result<C::Projective, CudaError> {
-        let n = scalars.len();
-        if bases.len() != n {
-            return Err(MsmError::LengthMismatch {
+        // Checked before the upload, so that a mismatch costs no copy; msm_device checks the rest.
+        if bases.len() != scalars.len() {
+            let e = MsmError::LengthMismatch {
                 bases: bases.len(),
-                scalars: n,
-            }
-            .into());
-        }
-        if n == 0 {
-            return Ok(C::Projective::identity());
-        }
-        if n >= 1 << 31 {
-            return Err(CudaError::TooLarge { n });
+                scalars: scalars.len(),
+            };
+            return Err(e.into());
         }
         let dev_scalars = DeviceBuffer::from_host(&self.ctx, cast::scalars_as_fr(scalars))?;
         match self.msm_device(bases, &dev_scalars, kind) {
