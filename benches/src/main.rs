@@ -77,6 +77,13 @@ enum Command {
         /// ec-gpu-gen window sizes to try (the best is reported).
         #[arg(long, value_delimiter = ',', default_values_t = vec![8, 10, 12])]
         ec_windows: Vec<u32>,
+        /// resident (bases uploaded once, scalars on the device) or streamed (both in pinned
+        /// host memory, streamed in chunks, uploads timed; the resident figure is shown beside).
+        #[arg(long, default_value = "resident")]
+        mode: String,
+        /// log2 of the streamed chunk in points.
+        #[arg(long, default_value_t = 22)]
+        chunk: u32,
     },
     /// Module load times.
     Load {
@@ -89,6 +96,7 @@ enum Command {
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
@@ -101,21 +109,25 @@ fn main() -> ExitCode {
             runs,
             cpu_max,
             ec_windows,
+            mode,
+            chunk,
         } => {
             if !matches!(curve.as_str(), "g1" | "g2")
                 || !matches!(scalars.as_str(), "random" | "boolean")
+                || !matches!(mode.as_str(), "resident" | "streamed")
             {
-                eprintln!("error: --curve takes g1 or g2, --scalars random or boolean");
+                eprintln!("error: --curve takes g1 or g2, --scalars random or boolean, --mode resident or streamed");
                 return ExitCode::FAILURE;
             }
-            msm::run(
-                &curve,
-                &sizes,
+            msm::run(&msm::Args {
+                curve,
+                sizes,
                 runs,
-                scalars == "boolean",
+                boolean: scalars == "boolean",
                 cpu_max,
-                &ec_windows,
-            )
+                ec_windows,
+                streamed_chunk: (mode == "streamed").then_some(1usize << chunk.min(31)),
+            })
         }
         Command::Ntt {
             sizes,

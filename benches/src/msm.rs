@@ -9,7 +9,9 @@ use zkpipe_cuda::{Context, DeviceBuffer};
 use zkpipe_field::{cast, Exponent};
 use zkpipe_msm::kernels::EcGpuGenMultiexp;
 use zkpipe_msm::testgen::{booleans, g1_points, g2_points, scalars};
-use zkpipe_msm::{Bases, CpuMsm, CudaMsm, Msm, ScalarKind, G1, G2};
+use zkpipe_msm::{Bases, CpuMsm, CudaMsm, GpuCurve, Msm, ScalarKind, StreamOptions, G1, G2};
+use zkpipe_pinned::PinnedBuffer;
+use zkpipe_stream::Pinned;
 
 use crate::load::ECGPU;
 use crate::stats::median;
@@ -26,30 +28,62 @@ fn time<T>(runs: usize, mut f: impl FnMut() -> BenchResult<T>) -> BenchResult<(f
     Ok((median(v), last))
 }
 
-pub fn run(
-    curve: &str,
-    sizes: &[u32],
+/// What `zkpipe-bench msm` was asked for.
+#[derive(Debug)]
+pub struct Args {
+    pub curve: String,
+    pub sizes: Vec<u32>,
+    pub runs: usize,
+    pub boolean: bool,
+    pub cpu_max: u32,
+    pub ec_windows: Vec<u32>,
+    /// Also time the streamed mode, with chunks of this many points.
+    pub streamed_chunk: Option<usize>,
+}
+
+/// The streamed MSM from pinned copies of `b` and `s`: (median ms, result).
+fn streamed<C: GpuCurve>(
+    gpu: &CudaMsm,
+    ctx: &std::sync::Arc<Context>,
+    bases: &[C::GpuAffine],
+    s: &[blstrs::Scalar],
+    opts: &StreamOptions,
     runs: usize,
-    boolean: bool,
-    cpu_max: u32,
-    ec_windows: &[u32],
-) -> BenchResult<Report> {
+) -> BenchResult<(f64, C::Projective)> {
+    let hb = PinnedBuffer::from_slice(ctx, bases)?;
+    let hs = PinnedBuffer::from_slice(ctx, cast::scalars_as_fr(s))?;
+    time(runs, || {
+        Ok(gpu.msm_streamed::<C>(Pinned::new(&hb), Pinned::new(&hs), opts)?)
+    })
+}
+
+pub fn run(a: &Args) -> BenchResult<Report> {
     let ctx = Context::new(0)?;
     let gpu = CudaMsm::new(&ctx)?;
     let theirs = EcGpuGenMultiexp::load(&ctx, &ECGPU)?;
+    let (curve, runs, boolean) = (a.curve.as_str(), a.runs, a.boolean);
     let kind = if boolean {
         ScalarKind::Boolean
     } else {
         ScalarKind::Dense
     };
+    let sopts = a.streamed_chunk.map(|chunk| StreamOptions {
+        chunk,
+        kind,
+        ..StreamOptions::default()
+    });
+    let mode = match a.streamed_chunk {
+        Some(c) => format!("streamed from pinned memory in chunks of {c} points (uploads included) beside resident (bases and scalars on the device)"),
+        None => "bases and scalars on the device".to_string(),
+    };
     let mut table = format!(
-        "MSM {curve} on {}, {} scalars, bases and scalars on the device; median of {runs} runs (host-timed, synchronous)\n| size | zkpipe ms | ec-gpu-gen ms (best window) | ec-gpu-gen / zkpipe | blst CPU ms ({} threads) | all equal |\n| --- | --- | --- | --- | --- | --- |\n",
+        "MSM {curve} on {}, {} scalars, {mode}; median of {runs} runs (host-timed, synchronous)\n| size | zkpipe ms | streamed ms | streamed / resident | ec-gpu-gen ms (best window) | ec-gpu-gen / zkpipe | blst CPU ms ({} threads) | all equal |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n",
         ctx.info().name,
         if boolean { "0/1 (half set)" } else { "random" },
         rayon::current_num_threads()
     );
     let mut rows = Vec::new();
-    for &k in sizes {
+    for &k in &a.sizes {
         let n = 1usize << k;
         let t = Instant::now();
         let s = if boolean {
@@ -58,14 +92,25 @@ pub fn run(
             scalars(n, u64::from(k))
         };
         let ds = DeviceBuffer::from_host(&ctx, cast::scalars_as_fr(&s))?;
-        let (ours_ms, theirs_best, cpu, equal) = if curve == "g2" {
+        let (ours_ms, streamed_ms, theirs_best, cpu, equal) = if curve == "g2" {
             let b = Bases::new_unchecked(g2_points(n, u64::from(k) ^ 99));
             eprintln!("2^{k}: inputs in {:.1} s", t.elapsed().as_secs_f64());
             let db = gpu.upload_bases::<G2>(&b)?;
             let (ms, r) = time(runs, || Ok(gpu.msm_device::<G2>(&db, &ds, kind)?))?;
-            let cpu = cpu_time(k <= cpu_max, || CpuMsm::new().g2(&b, &s, None))?;
-            let equal = cpu.as_ref().is_none_or(|(_, c)| *c == r);
-            (ms, None, cpu.map(|c| c.0), equal)
+            drop(db);
+            let mut equal = true;
+            let st = match &sopts {
+                Some(o) => {
+                    let view = cast::g2_affine_as_gpu(b.points());
+                    let (t, sr) = streamed::<G2>(&gpu, &ctx, view, &s, o, runs)?;
+                    equal &= sr == r;
+                    Some(t)
+                }
+                None => None,
+            };
+            let cpu = cpu_time(k <= a.cpu_max, || CpuMsm::new().g2(&b, &s, None))?;
+            equal &= cpu.as_ref().is_none_or(|(_, c)| *c == r);
+            (ms, st, None, cpu.map(|c| c.0), equal)
         } else {
             let b = Bases::new_unchecked(g1_points(n, u64::from(k) ^ 99));
             eprintln!("2^{k}: inputs in {:.1} s", t.elapsed().as_secs_f64());
@@ -75,7 +120,7 @@ pub fn run(
             let de = DeviceBuffer::from_host(&ctx, &exps)?;
             let mut best: Option<(f64, u32)> = None;
             let mut equal = true;
-            for &w in ec_windows {
+            for &w in &a.ec_windows {
                 let (t_ms, their) = time(runs.min(3), || {
                     Ok(theirs.multiexp(CudaMsm::bases_buffer::<G1>(&db), &de, w)?)
                 })?;
@@ -84,17 +129,29 @@ pub fn run(
                     best = Some((t_ms, w));
                 }
             }
-            let cpu = cpu_time(k <= cpu_max, || CpuMsm::new().g1(&b, &s, None))?;
+            drop((db, de));
+            let st = match &sopts {
+                Some(o) => {
+                    let view = cast::g1_affine_as_gpu(b.points());
+                    let (t, sr) = streamed::<G1>(&gpu, &ctx, view, &s, o, runs)?;
+                    equal &= sr == r;
+                    Some(t)
+                }
+                None => None,
+            };
+            let cpu = cpu_time(k <= a.cpu_max, || CpuMsm::new().g1(&b, &s, None))?;
             equal &= cpu.as_ref().is_none_or(|(_, c)| *c == r);
-            (ms, best, cpu.map(|c| c.0), equal)
+            (ms, st, best, cpu.map(|c| c.0), equal)
         };
         let their = theirs_best.map_or("-".to_string(), |(t, w)| format!("{t:.1} (w={w})"));
         let ratio = theirs_best.map_or("-".to_string(), |(t, _)| format!("{:.2}", t / ours_ms));
         let cpu_s = cpu.map_or("-".to_string(), |c| format!("{c:.1}"));
+        let st_s = streamed_ms.map_or("-".to_string(), |t| format!("{t:.1}"));
+        let st_r = streamed_ms.map_or("-".to_string(), |t| format!("{:.2}", t / ours_ms));
         table.push_str(&format!(
-            "| 2^{k} | {ours_ms:.1} | {their} | {ratio} | {cpu_s} | {equal} |\n"
+            "| 2^{k} | {ours_ms:.1} | {st_s} | {st_r} | {their} | {ratio} | {cpu_s} | {equal} |\n"
         ));
-        rows.push(json!({"log_n": k, "zkpipe_ms": ours_ms, "ec_gpu_gen_ms": theirs_best.map(|b| b.0), "ec_gpu_gen_window": theirs_best.map(|b| b.1), "cpu_ms": cpu, "equal": equal}));
+        rows.push(json!({"log_n": k, "zkpipe_ms": ours_ms, "streamed_ms": streamed_ms, "streamed_chunk": a.streamed_chunk, "ec_gpu_gen_ms": theirs_best.map(|b| b.0), "ec_gpu_gen_window": theirs_best.map(|b| b.1), "cpu_ms": cpu, "equal": equal}));
         if !equal {
             return Err(format!("2^{k}: results differ between implementations").into());
         }

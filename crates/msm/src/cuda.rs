@@ -11,6 +11,7 @@ use zkpipe_cuda::{Context, DeviceBuffer, Event, Stream};
 use zkpipe_field::{cast, layout};
 
 use crate::kernels::{CurveKernels, MsmKernels};
+use crate::pippenger::{combine, Plan, Workspace};
 use crate::{Bases, Density, Msm, MsmError};
 
 /// Errors of the CUDA MSM.
@@ -35,6 +36,15 @@ pub enum CudaError {
     /// More points than one launch can index.
     #[error("MSM of {n} points is larger than this implementation handles (2^31 - 1)")]
     TooLarge { n: usize },
+    /// Host-side staging failed (pinned memory, copy bookkeeping).
+    #[error("MSM host staging: {0}")]
+    Host(String),
+    /// A streamed MSM with an unusable chunk size.
+    #[error("streamed MSM: a chunk of {chunk} points is not usable (must be at least 1)")]
+    Chunk { chunk: usize },
+    /// The VRAM budget refused the call's device memory.
+    #[error("MSM: {0}")]
+    Budget(#[from] zkpipe_stream::BudgetError),
     /// An unusable window configuration.
     #[error("MSM: window of {c} bits with {nw} windows does not cover 256 bits")]
     Window { c: u32, nw: u32 },
@@ -47,6 +57,25 @@ impl From<zkpipe_cuda::Error> for CudaError {
                 CudaError::OutOfDeviceMemory { needed, free }
             }
             other => CudaError::Cuda(other),
+        }
+    }
+}
+
+impl From<zkpipe_stream::Error> for CudaError {
+    fn from(e: zkpipe_stream::Error) -> Self {
+        match e {
+            zkpipe_stream::Error::Cuda(c) => c.into(),
+            zkpipe_stream::Error::Budget(b) => CudaError::Budget(b),
+            other => CudaError::Host(other.to_string()),
+        }
+    }
+}
+
+impl From<zkpipe_pinned::Error> for CudaError {
+    fn from(e: zkpipe_pinned::Error) -> Self {
+        match e {
+            zkpipe_pinned::Error::Cuda(c) => c.into(),
+            other => CudaError::Host(other.to_string()),
         }
     }
 }
@@ -127,20 +156,6 @@ impl<C: GpuCurve> DeviceBases<C> {
     /// True when there are none.
     pub fn is_empty(&self) -> bool {
         self.buf.is_empty()
-    }
-}
-
-/// The window width for n points.
-///
-/// Only widths whose top window holds many real bits of a 255-bit scalar: with c = 13 the top
-/// window held 8 bits, with c = 15 none but the carry, and the few buckets of that window then
-/// got n/256 to n/2 points each, summed by one thread (24 s instead of 0.2 s at 2^22, measured
-/// on the H200). 4, 8 and 16 leave 3, 7 and 15 real bits there, and never carry out of it.
-pub fn window_bits(n: usize) -> u32 {
-    match n {
-        0..1024 => 4,
-        1024..16384 => 8,
-        _ => 16,
     }
 }
 
@@ -248,7 +263,14 @@ impl CudaMsm {
         let threads = self.ctx.info().sm_count.max(1) as usize * 256;
         let mut partial = DeviceBuffer::<C::Jacobian>::alloc(&self.ctx, threads)?;
         let mut flag = DeviceBuffer::<u32>::from_host(&self.ctx, &[0])?;
-        C::kernels(&self.k).boolean(&self.stream, &bases.buf, scalars, &mut partial, &mut flag)?;
+        C::kernels(&self.k).boolean(
+            &self.stream,
+            &bases.buf,
+            scalars,
+            scalars.len(),
+            &mut partial,
+            &mut flag,
+        )?;
         self.stream.synchronize()?;
         if flag.to_vec()?[0] != 0 {
             return Ok(None);
@@ -268,72 +290,51 @@ impl CudaMsm {
         scalars: &DeviceBuffer<Fr>,
     ) -> Result<C::Projective, CudaError> {
         let n = scalars.len();
-        let c = window_bits(n);
-        let nw = 256u32.div_ceil(c);
-        let buckets = 1u32 << (c - 1);
-        let total = (nw * buckets) as usize;
-        let m = n * nw as usize;
-        let s = &self.stream;
-        let mut keys = DeviceBuffer::<u32>::alloc(&self.ctx, m)?;
-        let mut vals = DeviceBuffer::<u32>::alloc(&self.ctx, m)?;
-        let mut sorted = DeviceBuffer::<u32>::alloc(&self.ctx, m)?;
-        let mut counts = DeviceBuffer::<u32>::alloc(&self.ctx, total)?;
-        let mut offsets = DeviceBuffer::<u32>::alloc(&self.ctx, total)?;
-        let mut cursor = DeviceBuffer::<u32>::alloc(&self.ctx, total)?;
-        let marks: Vec<Event> = (0..5)
-            .map(|_| Event::timed(&self.ctx))
-            .collect::<Result<_, _>>()?;
-        marks[0].record(s)?;
-        counts.zero_async(s)?;
-        self.k.digits(s, scalars, c, nw, &mut keys, &mut vals)?;
-        marks[1].record(s)?;
-        self.k.histogram(s, &keys, m, &mut counts, total)?;
-        self.k.scan(s, &counts, &mut offsets, total)?;
-        cursor.copy_from_device_async_at(0, &offsets, s)?;
-        self.k
-            .scatter(s, &keys, &vals, m, &mut cursor, &mut sorted)?;
-        let mut sums = DeviceBuffer::<C::Jacobian>::alloc(&self.ctx, total)?;
-        let ck = C::kernels(&self.k);
-        marks[2].record(s)?;
-        ck.bucket_sums(
-            s, &bases.buf, n, &sorted, &offsets, &counts, total, &mut sums,
-        )?;
-        marks[3].record(s)?;
-        let seg = buckets.min(64);
-        let segs = buckets / seg;
-        let mut out = DeviceBuffer::<C::Jacobian>::alloc(&self.ctx, (nw * segs) as usize)?;
-        ck.segments(s, &sums, buckets, nw, seg, &mut out)?;
-        marks[4].record(s)?;
-        s.synchronize()?;
-        let ms = |a: usize, b: usize| marks[a].elapsed_ms(&marks[b]).unwrap_or(f32::NAN);
-        tracing::debug!(
+        let plan = Plan::new(n);
+        let mut ws = Workspace::<C::Jacobian>::alloc(&self.ctx, plan)?;
+        let mut out = DeviceBuffer::<C::Jacobian>::alloc(&self.ctx, plan.out_len())?;
+        let marks: Option<[Event; 5]> = if tracing::enabled!(tracing::Level::DEBUG) {
+            let e = || Event::timed(&self.ctx);
+            Some([e()?, e()?, e()?, e()?, e()?])
+        } else {
+            None
+        };
+        ws.enqueue::<C>(
+            &self.k,
+            &self.stream,
+            &bases.buf,
+            scalars,
             n,
-            c,
-            nw,
-            digits_ms = ms(0, 1),
-            sort_ms = ms(1, 2),
-            buckets_ms = ms(2, 3),
-            windows_ms = ms(3, 4),
-            "msm.pippenger"
-        );
-        drop((keys, vals, sorted, sums));
-        let parts: Vec<C::Projective> = out
-            .to_vec()?
-            .into_par_iter()
-            .map(C::Projective::from)
-            .collect();
-        let windows: Vec<C::Projective> = parts
-            .par_chunks(segs as usize)
-            .map(|w| w.iter().fold(C::Projective::identity(), |a, b| a + b))
-            .collect();
-        let mut acc = C::Projective::identity();
-        for w in windows.iter().rev() {
-            for _ in 0..c {
-                acc = acc.double();
-            }
-            acc += w;
+            &mut out,
+            marks.as_ref(),
+        )?;
+        self.stream.synchronize()?;
+        if let Some(m) = &marks {
+            let ms = |a: usize, b: usize| m[a].elapsed_ms(&m[b]).unwrap_or(f32::NAN);
+            tracing::debug!(
+                n,
+                c = plan.c,
+                digits_ms = ms(0, 1),
+                sort_ms = ms(1, 2),
+                buckets_ms = ms(2, 3),
+                windows_ms = ms(3, 4),
+                "msm.pippenger"
+            );
         }
-        Ok(acc)
+        drop(ws);
+        Ok(combine::<C>(&plan, &out.to_vec()?))
+    }
+
+    pub(crate) fn kernels(&self) -> &MsmKernels {
+        &self.k
+    }
+
+    pub(crate) fn context(&self) -> &Arc<Context> {
+        &self.ctx
+    }
+
+    pub(crate) fn stream(&self) -> &Stream {
+        &self.stream
     }
 }
 
@@ -362,6 +363,26 @@ impl Msm for CudaMsm {
         let dev = self.upload_bases::<G2>(bases).map_err(MsmError::device)?;
         self.msm::<G2>(&dev, &s, ScalarKind::Auto)
             .map_err(MsmError::device)
+    }
+
+    fn g1_batch(
+        &self,
+        bases: &Bases<blstrs::G1Affine>,
+        scalar_sets: &[&[Scalar]],
+        density: Option<&Density>,
+    ) -> Result<Vec<G1Projective>, MsmError> {
+        // Check every set before the upload, then upload the bases once for all of them.
+        let sets = scalar_sets
+            .iter()
+            .map(|s| crate::cpu::paired(bases.len(), s, density))
+            .collect::<Result<Vec<_>, _>>()?;
+        let dev = self.upload_bases::<G1>(bases).map_err(MsmError::device)?;
+        sets.iter()
+            .map(|s| {
+                self.msm::<G1>(&dev, s, ScalarKind::Auto)
+                    .map_err(MsmError::device)
+            })
+            .collect()
     }
 
     fn name(&self) -> String {

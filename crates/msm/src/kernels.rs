@@ -85,16 +85,18 @@ impl MsmKernels {
     }
 
     /// Signed-digit keys and values of `nw` windows of `c` bits for each scalar.
+    #[allow(clippy::too_many_arguments)]
     pub fn digits(
         &self,
         s: &Stream,
         scalars: &DeviceBuffer<Fr>,
+        n: usize,
         c: u32,
         nw: u32,
         keys: &mut DeviceBuffer<u32>,
         vals: &mut DeviceBuffer<u32>,
     ) -> Result<(), CudaError> {
-        let n = scalars.len();
+        need("scalars", scalars.len(), n)?;
         let m = n * nw as usize;
         need("keys", keys.len(), m)?;
         need("values", vals.len(), m)?;
@@ -234,17 +236,18 @@ impl CurveKernels {
         Ok(())
     }
 
-    /// out[t] = the sum of the points whose scalar is one, over a strided share per thread;
+    /// out[t] = the sum of the first n points whose scalar is one, over a strided share per thread;
     /// `flag` becomes nonzero if a scalar is neither zero nor one.
     pub fn boolean<A: Pod, J: Pod>(
         &self,
         s: &Stream,
         bases: &DeviceBuffer<A>,
         scalars: &DeviceBuffer<Fr>,
+        n: usize,
         out: &mut DeviceBuffer<J>,
         flag: &mut DeviceBuffer<u32>,
     ) -> Result<(), CudaError> {
-        let n = scalars.len();
+        need("scalars", scalars.len(), n)?;
         need("bases", bases.len(), n)?;
         need("flag", flag.len(), 1)?;
         let threads = out.len();

@@ -15,12 +15,16 @@ mod cpu;
 mod cuda;
 mod density;
 pub mod kernels;
+mod pippenger;
+mod streamed;
 pub mod testgen;
 
 pub use bases::{scalars_from_le_bytes, Bases, Point};
 pub use cpu::CpuMsm;
-pub use cuda::{window_bits, CudaError, CudaMsm, DeviceBases, GpuCurve, ScalarKind, G1, G2};
+pub use cuda::{CudaError, CudaMsm, DeviceBases, GpuCurve, ScalarKind, G1, G2};
 pub use density::Density;
+pub use pippenger::window_bits;
+pub use streamed::StreamOptions;
 
 use blstrs::Scalar;
 

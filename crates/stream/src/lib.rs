@@ -4,6 +4,8 @@
 //! - [`upload`] and [`download`]: asynchronous copies between pinned host memory and the
 //!   device. The copy takes ownership of the host buffer and hands it back through
 //!   [`InFlight::wait`], so the buffer can be neither freed nor touched while the copy runs.
+//! - [`copy_scope`]: copies from and into borrowed [`Pinned`] ranges (chunks of one big
+//!   buffer), all completed before the scope returns.
 //! - [`GpuLock`]: the per-device lock that serialises kernel phases while uploads proceed
 //!   outside it.
 //! - [`VramBudget`]: admission by bytes, so workers sharing a device never ask it for more
@@ -12,10 +14,12 @@
 mod budget;
 pub mod kernels;
 mod lock;
+mod scope;
 mod transfer;
 
 pub use budget::{BudgetError, BudgetStats, VramBudget, VramGrant};
 pub use lock::{GpuGuard, GpuLock};
+pub use scope::{copy_scope, CopyScope, Pinned, PinnedMut};
 pub use transfer::{download, upload, InFlight, Timer};
 pub use zkpipe_cuda::{Event, Stream};
 

@@ -1,0 +1,198 @@
+//! The Pippenger pieces shared by the resident and the streamed MSM: the window plan, the
+//! device workspace (reused chunk after chunk), the kernel sequence, and the host's final
+//! reduction of segment results into one point.
+
+use std::sync::Arc;
+
+use group::Group;
+use rayon::prelude::*;
+use zkpipe_cuda::{Context, DeviceBuffer, Event, Stream};
+use zkpipe_field::Fr;
+
+use crate::cuda::{CudaError, GpuCurve};
+use crate::kernels::MsmKernels;
+
+/// The window width for n points.
+///
+/// Only widths whose top window holds many real bits of a 255-bit scalar: with c = 13 the top
+/// window held 8 bits, with c = 15 none but the carry, and the few buckets of that window then
+/// got n/256 to n/2 points each, summed by one thread (24 s instead of 0.2 s at 2^22, measured
+/// on the H200). 4, 8 and 16 leave 3, 7 and 15 real bits there, and never carry out of it.
+pub fn window_bits(n: usize) -> u32 {
+    match n {
+        0..1024 => 4,
+        1024..16384 => 8,
+        _ => 16,
+    }
+}
+
+/// Window layout of a Pippenger over up to `n` points.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Plan {
+    /// Points this plan's buffers hold.
+    pub n: usize,
+    /// Window bits.
+    pub c: u32,
+    /// Windows.
+    pub nw: u32,
+    /// Buckets per window (signed digits: 2^(c-1)).
+    pub buckets: u32,
+    /// Buckets per segment of the window reduction.
+    pub seg: u32,
+}
+
+impl Plan {
+    pub fn new(n: usize) -> Self {
+        let c = window_bits(n);
+        let buckets = 1u32 << (c - 1);
+        Self {
+            n,
+            c,
+            nw: 256u32.div_ceil(c),
+            buckets,
+            seg: buckets.min(64),
+        }
+    }
+
+    /// All buckets of all windows.
+    pub fn total(&self) -> usize {
+        (self.nw * self.buckets) as usize
+    }
+
+    /// Segments per window.
+    pub fn segs(&self) -> u32 {
+        self.buckets / self.seg
+    }
+
+    /// Segment results per run (what the host reads back).
+    pub fn out_len(&self) -> usize {
+        (self.nw * self.segs()) as usize
+    }
+
+    /// Device bytes of a workspace for this plan, bucket sums of `jac` bytes each.
+    pub fn workspace_bytes(&self, jac: usize) -> usize {
+        let m = self.n * self.nw as usize;
+        3 * 4 * m + 3 * 4 * self.total() + jac * self.total()
+    }
+}
+
+/// Device buffers of one Pippenger run, reusable for any n up to the plan's.
+#[derive(Debug)]
+pub(crate) struct Workspace<J> {
+    plan: Plan,
+    keys: DeviceBuffer<u32>,
+    vals: DeviceBuffer<u32>,
+    sorted: DeviceBuffer<u32>,
+    counts: DeviceBuffer<u32>,
+    offsets: DeviceBuffer<u32>,
+    cursor: DeviceBuffer<u32>,
+    sums: DeviceBuffer<J>,
+}
+
+impl<J: bytemuck::Pod> Workspace<J> {
+    pub fn alloc(ctx: &Arc<Context>, plan: Plan) -> Result<Self, CudaError> {
+        let m = plan.n * plan.nw as usize;
+        let total = plan.total();
+        Ok(Self {
+            plan,
+            keys: DeviceBuffer::alloc(ctx, m)?,
+            vals: DeviceBuffer::alloc(ctx, m)?,
+            sorted: DeviceBuffer::alloc(ctx, m)?,
+            counts: DeviceBuffer::alloc(ctx, total)?,
+            offsets: DeviceBuffer::alloc(ctx, total)?,
+            cursor: DeviceBuffer::alloc(ctx, total)?,
+            sums: DeviceBuffer::alloc(ctx, total)?,
+        })
+    }
+
+    /// Enqueues the whole Pippenger of the first `n` bases and scalars on `s`; the segment
+    /// results land in `out` (`plan.out_len()` entries).
+    #[allow(clippy::too_many_arguments)]
+    pub fn enqueue<C: GpuCurve<Jacobian = J>>(
+        &mut self,
+        k: &MsmKernels,
+        s: &Stream,
+        bases: &DeviceBuffer<C::GpuAffine>,
+        scalars: &DeviceBuffer<Fr>,
+        n: usize,
+        out: &mut DeviceBuffer<J>,
+        marks: Option<&[Event; 5]>,
+    ) -> Result<(), CudaError> {
+        let mark = |i: usize| -> Result<(), CudaError> {
+            if let Some(m) = marks {
+                m[i].record(s)?;
+            }
+            Ok(())
+        };
+        let p = self.plan;
+        if n > p.n {
+            return Err(CudaError::BufferTooSmall {
+                what: "Pippenger workspace",
+                len: p.n,
+                needed: n,
+            });
+        }
+        let m = n * p.nw as usize;
+        let total = p.total();
+        mark(0)?;
+        self.counts.zero_async(s)?;
+        k.digits(s, scalars, n, p.c, p.nw, &mut self.keys, &mut self.vals)?;
+        mark(1)?;
+        k.histogram(s, &self.keys, m, &mut self.counts, total)?;
+        k.scan(s, &self.counts, &mut self.offsets, total)?;
+        self.cursor.copy_from_device_async_at(0, &self.offsets, s)?;
+        k.scatter(
+            s,
+            &self.keys,
+            &self.vals,
+            m,
+            &mut self.cursor,
+            &mut self.sorted,
+        )?;
+        let ck = C::kernels(k);
+        mark(2)?;
+        ck.bucket_sums(
+            s,
+            bases,
+            n,
+            &self.sorted,
+            &self.offsets,
+            &self.counts,
+            total,
+            &mut self.sums,
+        )?;
+        mark(3)?;
+        ck.segments(s, &self.sums, p.buckets, p.nw, p.seg, out)?;
+        mark(4)
+    }
+}
+
+/// The MSM from segment results: `parts` holds one or more runs of `plan.out_len()` entries
+/// (one per chunk), laid out window by window. Windows are summed across runs, then combined
+/// by doubling.
+pub(crate) fn combine<C: GpuCurve>(plan: &Plan, parts: &[C::Jacobian]) -> C::Projective {
+    let len = plan.out_len();
+    let segs = plan.segs() as usize;
+    let runs = parts.len() / len.max(1);
+    let windows: Vec<C::Projective> = (0..plan.nw as usize)
+        .into_par_iter()
+        .map(|w| {
+            let mut acc = C::Projective::identity();
+            for r in 0..runs {
+                let at = r * len + w * segs;
+                for p in &parts[at..at + segs] {
+                    acc += C::Projective::from(*p);
+                }
+            }
+            acc
+        })
+        .collect();
+    let mut acc = C::Projective::identity();
+    for w in windows.iter().rev() {
+        for _ in 0..plan.c {
+            acc = acc.double();
+        }
+        acc += w;
+    }
+    acc
+}

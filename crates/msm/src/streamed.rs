@@ -1,0 +1,267 @@
+//! The streamed MSM: bases and scalars stay in pinned host memory and go to the device in
+//! chunks. Two point (and scalar) buffers alternate, so the copy of chunk k + 1 runs while the
+//! GPU works on chunk k; each chunk's partial result lands in one of two result buffers that
+//! a third stream reads back behind an event. The host enqueues everything and waits once, at
+//! the end, then adds the partial results.
+
+use std::time::Duration;
+
+use blstrs::Scalar;
+use group::Group;
+use rayon::prelude::*;
+use zkpipe_cuda::{DeviceBuffer, Event, Stream};
+use zkpipe_field::{cast, Fr};
+use zkpipe_pinned::PinnedBuffer;
+use zkpipe_stream::{copy_scope, Pinned, PinnedMut, VramBudget};
+
+use crate::cuda::{CudaError, CudaMsm, GpuCurve, ScalarKind};
+use crate::pippenger::{combine, Plan, Workspace};
+use crate::MsmError;
+
+/// How a streamed MSM runs.
+#[derive(Debug, Clone)]
+pub struct StreamOptions {
+    /// Points per chunk (default 2^22: 384 MiB of G1 points and 128 MiB of scalars per buffer).
+    pub chunk: usize,
+    /// What the caller knows about the scalars. `Auto` checks them on the host (in parallel,
+    /// stopping at the first scalar other than 0 or 1) before the first copy.
+    pub kind: ScalarKind,
+    /// Device memory admission: the call's bytes ([`CudaMsm::streamed_bytes`]) are taken from
+    /// this budget for its duration. A chunk too large for the whole budget is an error.
+    pub budget: Option<VramBudget>,
+    /// How long to wait for the budget (`None`: as long as it takes).
+    pub budget_wait: Option<Duration>,
+}
+
+impl Default for StreamOptions {
+    fn default() -> Self {
+        Self {
+            chunk: 1 << 22,
+            kind: ScalarKind::Auto,
+            budget: None,
+            budget_wait: None,
+        }
+    }
+}
+
+/// Partial sums per chunk of the boolean kernel: one per thread.
+fn boolean_threads(msm: &CudaMsm) -> usize {
+    msm.context().info().sm_count.max(1) as usize * 256
+}
+
+fn is_boolean(scalars: &[Fr]) -> bool {
+    let one = cast::scalars_as_fr(&[Scalar::from(1u64)])[0];
+    let zero = cast::scalars_as_fr(&[Scalar::from(0u64)])[0];
+    let (one, zero) = (bytemuck::bytes_of(&one), bytemuck::bytes_of(&zero));
+    scalars.par_iter().all(|s| {
+        let b = bytemuck::bytes_of(s);
+        b == one || b == zero
+    })
+}
+
+/// The device side of one streamed call: alternating buffers and the three streams.
+struct Slots<C: GpuCurve> {
+    points: [DeviceBuffer<C::GpuAffine>; 2],
+    scalars: [DeviceBuffer<Fr>; 2],
+    results: [DeviceBuffer<C::Jacobian>; 2],
+    copy: Stream,
+    back: Stream,
+}
+
+impl CudaMsm {
+    /// Device bytes a streamed MSM of `n` points in chunks of `chunk` takes.
+    pub fn streamed_bytes<C: GpuCurve>(&self, n: usize, chunk: usize, boolean: bool) -> usize {
+        let chunk = chunk.min(n).max(1);
+        let per_point = std::mem::size_of::<C::GpuAffine>() + std::mem::size_of::<Fr>();
+        let jac = std::mem::size_of::<C::Jacobian>();
+        let (work, out) = if boolean {
+            (0, boolean_threads(self))
+        } else {
+            let plan = Plan::new(chunk);
+            (plan.workspace_bytes(jac), plan.out_len())
+        };
+        2 * chunk * per_point + work + 2 * out * jac
+    }
+
+    /// sum scalars[i] · bases[i] with both in pinned host memory, streamed in chunks.
+    ///
+    /// Gives the same point as [`CudaMsm::msm`] on the same inputs. Scalars are in Montgomery
+    /// form, as blstrs holds them ([`zkpipe_field::cast::scalars_as_fr`]).
+    pub fn msm_streamed<C: GpuCurve>(
+        &self,
+        bases: Pinned<'_, C::GpuAffine>,
+        scalars: Pinned<'_, Fr>,
+        opts: &StreamOptions,
+    ) -> Result<C::Projective, CudaError> {
+        let n = bases.len();
+        if scalars.len() != n {
+            let e = MsmError::LengthMismatch {
+                bases: n,
+                scalars: scalars.len(),
+            };
+            return Err(e.into());
+        }
+        if opts.chunk == 0 {
+            return Err(CudaError::Chunk { chunk: 0 });
+        }
+        if n == 0 {
+            return Ok(C::Projective::identity());
+        }
+        if n >= 1 << 31 {
+            return Err(CudaError::TooLarge { n });
+        }
+        let boolean = match opts.kind {
+            ScalarKind::Dense => false,
+            ScalarKind::Boolean => true,
+            ScalarKind::Auto => is_boolean(scalars.as_slice()),
+        };
+        let bytes = self.streamed_bytes::<C>(n, opts.chunk, boolean);
+        let _grant = match &opts.budget {
+            Some(b) => Some(b.acquire(bytes, opts.budget_wait)?),
+            None => None,
+        };
+        let chunk = opts.chunk.min(n);
+        if boolean {
+            self.streamed_boolean::<C>(bases, scalars, chunk)
+        } else {
+            self.streamed_dense::<C>(bases, scalars, chunk)
+        }
+    }
+
+    fn slots<C: GpuCurve>(&self, chunk: usize, out: usize) -> Result<Slots<C>, CudaError> {
+        let ctx = self.context();
+        let two = |len| -> Result<[DeviceBuffer<_>; 2], CudaError> {
+            Ok([
+                DeviceBuffer::alloc(ctx, len)?,
+                DeviceBuffer::alloc(ctx, len)?,
+            ])
+        };
+        Ok(Slots {
+            points: [
+                DeviceBuffer::alloc(ctx, chunk)?,
+                DeviceBuffer::alloc(ctx, chunk)?,
+            ],
+            scalars: two(chunk)?,
+            results: [
+                DeviceBuffer::alloc(ctx, out)?,
+                DeviceBuffer::alloc(ctx, out)?,
+            ],
+            copy: Stream::new(ctx)?,
+            back: Stream::new(ctx)?,
+        })
+    }
+
+    /// Runs the chunk loop: `work(slot, len, result)` enqueues one chunk's kernels on the
+    /// compute stream. Returns every chunk's results, `out` entries each, in chunk order.
+    fn stream_chunks<C, W>(
+        &self,
+        bases: Pinned<'_, C::GpuAffine>,
+        scalars: Pinned<'_, Fr>,
+        chunk: usize,
+        out: usize,
+        mut work: W,
+    ) -> Result<PinnedBuffer<C::Jacobian>, CudaError>
+    where
+        C: GpuCurve,
+        W: FnMut(
+            &DeviceBuffer<C::GpuAffine>,
+            &DeviceBuffer<Fr>,
+            usize,
+            &mut DeviceBuffer<C::Jacobian>,
+        ) -> Result<(), CudaError>,
+    {
+        let n = bases.len();
+        let chunks = n.div_ceil(chunk);
+        let mut sl = self.slots::<C>(chunk, out)?;
+        let mut host = PinnedBuffer::<C::Jacobian>::new(self.context(), chunks * out)?;
+        let compute = self.stream();
+        let ran = copy_scope(|sc| -> Result<(), CudaError> {
+            let mut dst = PinnedMut::new(&mut host).chunks(out).into_iter();
+            let mut used: [Option<Event>; 2] = [None, None];
+            let mut read: [Option<Event>; 2] = [None, None];
+            for k in 0..chunks {
+                let slot = k % 2;
+                let (lo, hi) = (k * chunk, ((k + 1) * chunk).min(n));
+                // The copy into a slot waits for the kernels that read it two chunks ago.
+                if let Some(e) = &used[slot] {
+                    sl.copy.wait(e)?;
+                }
+                let range = |what: &'static str| CudaError::BufferTooSmall {
+                    what,
+                    len: n,
+                    needed: hi,
+                };
+                let b = bases.range(lo..hi).ok_or_else(|| range("bases"))?;
+                let s = scalars.range(lo..hi).ok_or_else(|| range("scalars"))?;
+                sc.upload(&sl.copy, b, &mut sl.points[slot], 0)?;
+                sc.upload(&sl.copy, s, &mut sl.scalars[slot], 0)?;
+                compute.wait(&sl.copy.record()?)?;
+                // The kernels writing a result slot wait for its previous read-back.
+                if let Some(e) = &read[slot] {
+                    compute.wait(e)?;
+                }
+                work(
+                    &sl.points[slot],
+                    &sl.scalars[slot],
+                    hi - lo,
+                    &mut sl.results[slot],
+                )?;
+                let done = compute.record()?;
+                sl.back.wait(&done)?;
+                let host_part = dst.next().ok_or(CudaError::Chunk { chunk })?;
+                sc.download(&sl.back, &sl.results[slot], 0, host_part)?;
+                read[slot] = Some(sl.back.record()?);
+                used[slot] = Some(done);
+            }
+            Ok(())
+        });
+        // Kernels may still run after an error; the buffers must outlive them.
+        let settled = compute.synchronize();
+        ran??;
+        settled?;
+        Ok(host)
+    }
+
+    fn streamed_dense<C: GpuCurve>(
+        &self,
+        bases: Pinned<'_, C::GpuAffine>,
+        scalars: Pinned<'_, Fr>,
+        chunk: usize,
+    ) -> Result<C::Projective, CudaError> {
+        let plan = Plan::new(chunk);
+        let mut ws = Workspace::<C::Jacobian>::alloc(self.context(), plan)?;
+        let (k, s) = (self.kernels(), self.stream());
+        let host =
+            self.stream_chunks::<C, _>(bases, scalars, chunk, plan.out_len(), |p, x, len, r| {
+                ws.enqueue::<C>(k, s, p, x, len, r, None)
+            })?;
+        drop(ws);
+        Ok(combine::<C>(&plan, &host))
+    }
+
+    fn streamed_boolean<C: GpuCurve>(
+        &self,
+        bases: Pinned<'_, C::GpuAffine>,
+        scalars: Pinned<'_, Fr>,
+        chunk: usize,
+    ) -> Result<C::Projective, CudaError> {
+        let threads = boolean_threads(self);
+        let mut flag = DeviceBuffer::<u32>::from_host(self.context(), &[0])?;
+        let (ck, s) = (C::kernels(self.kernels()), self.stream());
+        let host = self.stream_chunks::<C, _>(bases, scalars, chunk, threads, |p, x, len, r| {
+            ck.boolean(s, p, x, len, r, &mut flag)
+        })?;
+        if flag.to_vec()?[0] != 0 {
+            let one = Scalar::from(1u64);
+            let zero = Scalar::from(0u64);
+            let index = cast::fr_as_scalars(scalars.as_slice())
+                .and_then(|s| s.iter().position(|v| *v != zero && *v != one))
+                .unwrap_or(0);
+            return Err(MsmError::NotBoolean { index }.into());
+        }
+        Ok(host
+            .par_iter()
+            .map(|p| C::Projective::from(*p))
+            .reduce(C::Projective::identity, |a, b| a + b))
+    }
+}
