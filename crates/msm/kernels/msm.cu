@@ -98,13 +98,14 @@ KERNEL void msm_scatter(const uint* __restrict__ keys, const uint* __restrict__ 
 
 // The curve kernels, for G1 over Fp and G2 over Fp2.
 #define MSM_CURVE(NAME, AFF, JAC, P, F, FT)                                                          \
-  /* One thread per bucket: the sum of its points (negated where the digit was negative). */    \
+  /* One thread per bucket: the sum of its points (negated where the digit was negative), */  \
+  /* added to the bucket's previous sum when accumulate is set (chunk after chunk). */          \
   KERNEL void msm_bucket_sums_##NAME(const AFF* __restrict__ bases, const uint* __restrict__ sorted, \
                                      const uint* __restrict__ offsets, const uint* __restrict__ counts, \
-                                     uint total, JAC* __restrict__ sums) {                       \
+                                     uint total, uint accumulate, JAC* __restrict__ sums) {      \
     const uint b = GET_GLOBAL_ID();                                                             \
     if (b >= total) return;                                                                     \
-    JAC acc = P(ZERO);                                                                          \
+    JAC acc = accumulate ? sums[b] : P(ZERO);                                                   \
     const uint start = offsets[b];                                                              \
     const uint end = start + counts[b];                                                         \
     const FT zero = F(ZERO);                                                                     \

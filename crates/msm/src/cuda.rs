@@ -299,15 +299,9 @@ impl CudaMsm {
         } else {
             None
         };
-        ws.enqueue::<C>(
-            &self.k,
-            &self.stream,
-            &bases.buf,
-            scalars,
-            n,
-            &mut out,
-            marks.as_ref(),
-        )?;
+        let (k, st) = (&self.k, &self.stream);
+        ws.buckets::<C>(k, st, &bases.buf, scalars, n, false, marks.as_ref())?;
+        ws.windows::<C>(k, st, &mut out, marks.as_ref())?;
         self.stream.synchronize()?;
         if let Some(m) = &marks {
             let ms = |a: usize, b: usize| m[a].elapsed_ms(&m[b]).unwrap_or(f32::NAN);

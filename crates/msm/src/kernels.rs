@@ -179,7 +179,7 @@ impl MsmKernels {
 }
 
 impl CurveKernels {
-    /// sums[b] = the sum of bucket b's points.
+    /// sums[b] = the sum of bucket b's points, or sums[b] += it when `accumulate`.
     #[allow(clippy::too_many_arguments)]
     pub fn bucket_sums<A: Pod, J: Pod>(
         &self,
@@ -190,6 +190,7 @@ impl CurveKernels {
         offsets: &DeviceBuffer<u32>,
         counts: &DeviceBuffer<u32>,
         total: usize,
+        accumulate: bool,
         sums: &mut DeviceBuffer<J>,
     ) -> Result<(), CudaError> {
         need("bases", bases.len(), n)?;
@@ -203,7 +204,15 @@ impl CurveKernels {
             self.bucket_sums.launch(
                 s,
                 grid(total)?,
-                &[bases, sorted, offsets, counts, &t32, &*sums],
+                &[
+                    bases,
+                    sorted,
+                    offsets,
+                    counts,
+                    &t32,
+                    &u32::from(accumulate),
+                    &*sums,
+                ],
             )
         }?;
         Ok(())

@@ -105,25 +105,20 @@ impl<J: bytemuck::Pod> Workspace<J> {
         })
     }
 
-    /// Enqueues the whole Pippenger of the first `n` bases and scalars on `s`; the segment
-    /// results land in `out` (`plan.out_len()` entries).
+    /// Enqueues the bucket phase for the first `n` bases and scalars on `s`: digits, the
+    /// counting sort, and the bucket sums, added to the previous sums when `accumulate` (the
+    /// streamed mode's later chunks). `marks[0..3]` are recorded between the phases.
     #[allow(clippy::too_many_arguments)]
-    pub fn enqueue<C: GpuCurve<Jacobian = J>>(
+    pub fn buckets<C: GpuCurve<Jacobian = J>>(
         &mut self,
         k: &MsmKernels,
         s: &Stream,
         bases: &DeviceBuffer<C::GpuAffine>,
         scalars: &DeviceBuffer<Fr>,
         n: usize,
-        out: &mut DeviceBuffer<J>,
+        accumulate: bool,
         marks: Option<&[Event; 5]>,
     ) -> Result<(), CudaError> {
-        let mark = |i: usize| -> Result<(), CudaError> {
-            if let Some(m) = marks {
-                m[i].record(s)?;
-            }
-            Ok(())
-        };
         let p = self.plan;
         if n > p.n {
             return Err(CudaError::BufferTooSmall {
@@ -134,10 +129,10 @@ impl<J: bytemuck::Pod> Workspace<J> {
         }
         let m = n * p.nw as usize;
         let total = p.total();
-        mark(0)?;
+        mark(marks, 0, s)?;
         self.counts.zero_async(s)?;
         k.digits(s, scalars, n, p.c, p.nw, &mut self.keys, &mut self.vals)?;
-        mark(1)?;
+        mark(marks, 1, s)?;
         k.histogram(s, &self.keys, m, &mut self.counts, total)?;
         k.scan(s, &self.counts, &mut self.offsets, total)?;
         self.cursor.copy_from_device_async_at(0, &self.offsets, s)?;
@@ -149,9 +144,8 @@ impl<J: bytemuck::Pod> Workspace<J> {
             &mut self.cursor,
             &mut self.sorted,
         )?;
-        let ck = C::kernels(k);
-        mark(2)?;
-        ck.bucket_sums(
+        mark(marks, 2, s)?;
+        C::kernels(k).bucket_sums(
             s,
             bases,
             n,
@@ -159,12 +153,32 @@ impl<J: bytemuck::Pod> Workspace<J> {
             &self.offsets,
             &self.counts,
             total,
+            accumulate,
             &mut self.sums,
         )?;
-        mark(3)?;
-        ck.segments(s, &self.sums, p.buckets, p.nw, p.seg, out)?;
-        mark(4)
+        mark(marks, 3, s)
     }
+
+    /// Enqueues the window reduction of the bucket sums into `out` (`plan.out_len()`
+    /// entries); records `marks[4]` after it.
+    pub fn windows<C: GpuCurve<Jacobian = J>>(
+        &self,
+        k: &MsmKernels,
+        s: &Stream,
+        out: &mut DeviceBuffer<J>,
+        marks: Option<&[Event; 5]>,
+    ) -> Result<(), CudaError> {
+        let p = self.plan;
+        C::kernels(k).segments(s, &self.sums, p.buckets, p.nw, p.seg, out)?;
+        mark(marks, 4, s)
+    }
+}
+
+fn mark(marks: Option<&[Event; 5]>, i: usize, s: &Stream) -> Result<(), CudaError> {
+    if let Some(m) = marks {
+        m[i].record(s)?;
+    }
+    Ok(())
 }
 
 /// The MSM from segment results: `parts` holds one or more runs of `plan.out_len()` entries
