@@ -39,6 +39,22 @@ impl Density {
         self.selected
     }
 
+    /// One flag per variable.
+    pub fn bits(&self) -> &[bool] {
+        &self.bits
+    }
+
+    /// This bitmap's variables after `other`'s (an input bitmap, then an aux one).
+    pub fn concat(&self, other: &Density) -> Density {
+        let mut bits = Vec::with_capacity(self.bits.len() + other.bits.len());
+        bits.extend_from_slice(&self.bits);
+        bits.extend_from_slice(&other.bits);
+        Density {
+            bits,
+            selected: self.selected + other.selected,
+        }
+    }
+
     /// Whether variable `i` is selected.
     pub fn is_selected(&self, i: usize) -> bool {
         self.bits.get(i).copied().unwrap_or(false)

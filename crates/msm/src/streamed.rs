@@ -70,6 +70,15 @@ struct Slots<C: GpuCurve> {
 }
 
 impl CudaMsm {
+    /// Device bytes of the work buffers of a resident MSM of `n` points (bases and scalars
+    /// not counted), the most it allocates during a call.
+    pub fn resident_bytes<C: GpuCurve>(&self, n: usize) -> usize {
+        let jac = std::mem::size_of::<C::Jacobian>();
+        let plan = Plan::new(n.max(1));
+        let dense = plan.workspace_bytes(jac) + plan.out_len() * jac;
+        dense.max(boolean_threads(self) * jac + 4)
+    }
+
     /// Device bytes a streamed MSM of `n` points in chunks of `chunk` takes.
     pub fn streamed_bytes<C: GpuCurve>(&self, n: usize, chunk: usize, boolean: bool) -> usize {
         let chunk = chunk.min(n).max(1);

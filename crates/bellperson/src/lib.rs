@@ -1,0 +1,197 @@
+//! zkpipe-bellperson: bellperson circuits and parameters in the zkpipe engine.
+//!
+//! - [`synthesize`]: any `bellperson::Circuit<Scalar>` into a [`Witness`], through
+//!   bellperson's public `ConstraintSystem` trait, as bellperson's own prover does it (the
+//!   constant-one input first, then the circuit, then one `input * 1 = 0` constraint per input).
+//! - [`proving_key`]: `bellperson::groth16::Parameters` into a [`ProvingKey`] (checked, or
+//!   unchecked for trusted parameters).
+//! - [`to_bellperson`] / [`verifying_key`]: our proofs and keys in bellperson's types, so that
+//!   `bellperson::groth16::verify_proof` checks them.
+//!
+//! With the same r and s, a proof from the engine equals bellperson's `create_proof` byte for
+//! byte (tests/interop.rs).
+
+pub mod circuits;
+
+use bellperson::groth16::{Parameters, Proof as BpProof};
+use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
+use blstrs::{Bls12, Scalar};
+use ff::Field;
+use zkpipe_msm::Density;
+use zkpipe_pipeline::{KeyParts, Proof, ProveError, ProvingKey, VerifyingKey, Witness};
+
+/// A `ConstraintSystem` that records what a Groth16 prover needs (bellperson's
+/// `ProvingAssignment`, with plain flags for the densities).
+#[derive(Debug, Default)]
+struct Recorder {
+    a_aux: Vec<bool>,
+    b_input: Vec<bool>,
+    b_aux: Vec<bool>,
+    a: Vec<Scalar>,
+    b: Vec<Scalar>,
+    c: Vec<Scalar>,
+    input: Vec<Scalar>,
+    aux: Vec<Scalar>,
+}
+
+/// Evaluates `lc`, marking in `inputs` / `aux` the variables that occur with a non-zero
+/// coefficient.
+fn eval(
+    lc: &LinearCombination<Scalar>,
+    mut inputs: Option<&mut Vec<bool>>,
+    mut aux: Option<&mut Vec<bool>>,
+    input_values: &[Scalar],
+    aux_values: &[Scalar],
+) -> Scalar {
+    let mut acc = Scalar::ZERO;
+    for (&i, coeff) in lc.iter_inputs() {
+        if bool::from(coeff.is_zero()) {
+            continue;
+        }
+        acc += input_values[i] * coeff;
+        if let Some(d) = inputs.as_deref_mut() {
+            d[i] = true;
+        }
+    }
+    for (&i, coeff) in lc.iter_aux() {
+        if bool::from(coeff.is_zero()) {
+            continue;
+        }
+        acc += aux_values[i] * coeff;
+        if let Some(d) = aux.as_deref_mut() {
+            d[i] = true;
+        }
+    }
+    acc
+}
+
+impl ConstraintSystem<Scalar> for Recorder {
+    type Root = Self;
+
+    fn alloc<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.aux.push(f()?);
+        self.a_aux.push(false);
+        self.b_aux.push(false);
+        Ok(Variable::new_unchecked(Index::Aux(self.aux.len() - 1)))
+    }
+
+    fn alloc_input<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.input.push(f()?);
+        self.b_input.push(false);
+        Ok(Variable::new_unchecked(Index::Input(self.input.len() - 1)))
+    }
+
+    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, a: LA, b: LB, c: LC)
+    where
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+        LA: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+    {
+        let a = a(LinearCombination::zero());
+        let b = b(LinearCombination::zero());
+        let c = c(LinearCombination::zero());
+        // Inputs are fully dense in A (every input gets an `input * 1 = 0` constraint).
+        let va = eval(&a, None, Some(&mut self.a_aux), &self.input, &self.aux);
+        let vb = eval(
+            &b,
+            Some(&mut self.b_input),
+            Some(&mut self.b_aux),
+            &self.input,
+            &self.aux,
+        );
+        let vc = eval(&c, None, None, &self.input, &self.aux);
+        self.a.push(va);
+        self.b.push(vb);
+        self.c.push(vc);
+    }
+
+    fn push_namespace<NR, N>(&mut self, _: N)
+    where
+        NR: Into<String>,
+        N: FnOnce() -> NR,
+    {
+    }
+
+    fn pop_namespace(&mut self) {}
+
+    fn get_root(&mut self) -> &mut Self::Root {
+        self
+    }
+}
+
+/// Synthesizes `circuit` into a witness, as bellperson's prover does.
+pub fn synthesize<C: Circuit<Scalar>>(circuit: C) -> Result<Witness, SynthesisError> {
+    let mut cs = Recorder::default();
+    cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
+    circuit.synthesize(&mut cs)?;
+    for i in 0..cs.input.len() {
+        cs.enforce(
+            || "input constraint",
+            |lc| lc + Variable::new_unchecked(Index::Input(i)),
+            |lc| lc,
+            |lc| lc,
+        );
+    }
+    Ok(Witness {
+        a: cs.a,
+        b: cs.b,
+        c: cs.c,
+        input: cs.input,
+        aux: cs.aux,
+        a_aux_density: Density::from_bools(cs.a_aux),
+        b_input_density: Density::from_bools(cs.b_input),
+        b_aux_density: Density::from_bools(cs.b_aux),
+    })
+}
+
+/// Our verifying key from bellperson's.
+pub fn verifying_key(vk: &bellperson::groth16::VerifyingKey<Bls12>) -> VerifyingKey {
+    VerifyingKey {
+        alpha_g1: vk.alpha_g1,
+        beta_g1: vk.beta_g1,
+        beta_g2: vk.beta_g2,
+        gamma_g2: vk.gamma_g2,
+        delta_g1: vk.delta_g1,
+        delta_g2: vk.delta_g2,
+        ic: vk.ic.clone(),
+    }
+}
+
+/// A proving key from bellperson's parameters; `checked` checks every point (on the curve,
+/// in the subgroup), as for parameters from an untrusted file.
+pub fn proving_key(params: &Parameters<Bls12>, checked: bool) -> Result<ProvingKey, ProveError> {
+    let parts = KeyParts {
+        vk: verifying_key(&params.vk),
+        h: params.h.to_vec(),
+        l: params.l.to_vec(),
+        a: params.a.to_vec(),
+        b_g1: params.b_g1.to_vec(),
+        b_g2: params.b_g2.to_vec(),
+    };
+    if checked {
+        ProvingKey::new(parts)
+    } else {
+        ProvingKey::new_unchecked(parts)
+    }
+}
+
+/// Our proof as bellperson's.
+pub fn to_bellperson(p: &Proof) -> BpProof<Bls12> {
+    BpProof {
+        a: p.a,
+        b: p.b,
+        c: p.c,
+    }
+}

@@ -1,0 +1,491 @@
+//! The engine: jobs in, proofs out, through bounded channels between stages.
+//!
+//! ```text
+//! submit ─► [jobs] ─► worker (per device × workers_per_device, or CPU workers):
+//!                     stage uploads (VRAM grant, outside the lock) ─► [GPU lock] H step,
+//!                     G1 MSMs (and B2 if G2 is on the GPU) ─► free, unlock
+//!           ─► [g1 done] ─► G2 stage (B2 on the CPU, overlapping the next job's GPU work)
+//!                           and assembly ─► JobHandle
+//! ```
+//! Channel capacities are the backpressure: `submit` blocks while the job queue is full.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use blstrs::{G2Projective, Scalar};
+use crossbeam::channel::{bounded, Receiver, Sender};
+use ff::Field;
+use zkpipe_msm::{CpuMsm, Msm};
+use zkpipe_ntt::CpuNtt;
+
+use crate::gpu::{DeviceShared, GpuWorker};
+use crate::prover::{self, Assignment, G1Parts};
+use crate::stats::Counters;
+use crate::{EngineStats, Proof, ProveError, ProvingKey, Witness};
+
+/// Where the stages run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Backend {
+    /// The GPUs if the driver finds any, else the CPU (with a log line saying so). Default.
+    #[default]
+    Auto,
+    /// Every stage on the CPU.
+    Cpu,
+    /// The GPUs; no device is an error at start.
+    Gpu,
+}
+
+/// Where the G2 MSM runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum G2Placement {
+    /// On the host's cores, overlapping the next job's GPU work. Default.
+    #[default]
+    Cpu,
+    /// On the GPU, inside the job's lock.
+    Gpu,
+}
+
+/// How the engine runs.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where the stages run.
+    pub backend: Backend,
+    /// Device ordinals (`None`: all).
+    pub devices: Option<Vec<usize>>,
+    /// Workers sharing each device. Default 2.
+    pub workers_per_device: usize,
+    /// Workers on the CPU backend. Default 1 (each uses all cores through rayon).
+    pub cpu_workers: usize,
+    /// Device memory left out of each device's VRAM budget. Default 1 GiB.
+    pub vram_margin: usize,
+    /// An upper bound on each device's VRAM budget.
+    pub vram_cap: Option<usize>,
+    /// Jobs waiting for a worker. Default 4.
+    pub queue_capacity: usize,
+    /// Jobs between the G1 and the G2 stage. Default 2.
+    pub g2_capacity: usize,
+    /// Threads of the G2 stage. Default 1.
+    pub g2_threads: usize,
+    /// Where the G2 MSM runs.
+    pub g2: G2Placement,
+    /// Keep a proving key's points on the device across jobs when the budget allows.
+    pub keep_key_resident: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            backend: Backend::Auto,
+            devices: None,
+            workers_per_device: 2,
+            cpu_workers: 1,
+            vram_margin: 1 << 30,
+            vram_cap: None,
+            queue_capacity: 4,
+            g2_capacity: 2,
+            g2_threads: 1,
+            g2: G2Placement::Cpu,
+            keep_key_resident: true,
+        }
+    }
+}
+
+/// The randomness of a proof.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Randomness {
+    /// Fresh r and s from the thread's RNG. Default.
+    #[default]
+    Random,
+    /// Given r and s: the same inputs give the same proof, on any backend.
+    Fixed { r: Scalar, s: Scalar },
+}
+
+type Reply = Sender<Result<Proof, ProveError>>;
+
+struct Job {
+    id: u64,
+    key: Arc<ProvingKey>,
+    witness: Witness,
+    r: Scalar,
+    s: Scalar,
+    reply: Reply,
+}
+
+struct G1Done {
+    id: u64,
+    key: Arc<ProvingKey>,
+    z: Assignment,
+    g1: G1Parts,
+    b2: Option<G2Projective>,
+    r: Scalar,
+    s: Scalar,
+    reply: Reply,
+}
+
+/// A submitted job: wait for its proof.
+#[derive(Debug)]
+pub struct JobHandle {
+    id: u64,
+    rx: Receiver<Result<Proof, ProveError>>,
+}
+
+impl JobHandle {
+    /// The job's number.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Blocks until the proof (or the job's error) is ready.
+    pub fn wait(self) -> Result<Proof, ProveError> {
+        self.rx.recv().unwrap_or(Err(ProveError::Lost {
+            job: self.id,
+            reason: "the engine stopped before answering".into(),
+        }))
+    }
+}
+
+enum WorkerKind {
+    Cpu,
+    Gpu(Box<GpuWorker>),
+}
+
+/// The proving engine. Dropping it shuts it down (finishing the accepted jobs).
+pub struct Engine {
+    jobs: Mutex<Option<Sender<Job>>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    stats: Arc<Counters>,
+    devices: Vec<Arc<DeviceShared>>,
+    next_id: AtomicU64,
+    stop_sampler: Arc<AtomicBool>,
+    description: String,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("backend", &self.description)
+            .finish()
+    }
+}
+
+fn start_devices(cfg: &Config) -> Result<Vec<Arc<DeviceShared>>, ProveError> {
+    let ordinals = match &cfg.devices {
+        Some(d) => d.clone(),
+        None => (0..zkpipe_cuda::device_count().map_err(|e| ProveError::device(0, e))?).collect(),
+    };
+    ordinals
+        .into_iter()
+        .map(|o| {
+            let ctx = zkpipe_cuda::Context::new(o).map_err(|e| ProveError::device(o, e))?;
+            let g2 = cfg.g2 == G2Placement::Gpu;
+            DeviceShared::new(
+                ctx,
+                cfg.vram_margin,
+                cfg.vram_cap,
+                g2,
+                cfg.keep_key_resident,
+            )
+            .map(Arc::new)
+            .map_err(|e| ProveError::device(o, e))
+        })
+        .collect()
+}
+
+impl Engine {
+    /// Starts the workers.
+    pub fn start(cfg: Config) -> Result<Self, ProveError> {
+        let devices = match cfg.backend {
+            Backend::Cpu => Vec::new(),
+            Backend::Gpu => {
+                let d = start_devices(&cfg)?;
+                if d.is_empty() {
+                    return Err(ProveError::device(0, "no CUDA device found"));
+                }
+                d
+            }
+            Backend::Auto => match start_devices(&cfg) {
+                Ok(d) if !d.is_empty() => d,
+                Ok(_) => {
+                    tracing::info!("no CUDA device: every stage runs on the CPU");
+                    Vec::new()
+                }
+                Err(e) => {
+                    tracing::info!(reason = %e, "no usable CUDA device: every stage runs on the CPU");
+                    Vec::new()
+                }
+            },
+        };
+        let stats = Arc::new(Counters::default());
+        let (jobs_tx, jobs_rx) = bounded::<Job>(cfg.queue_capacity.max(1));
+        let (g1_tx, g1_rx) = bounded::<G1Done>(cfg.g2_capacity.max(1));
+        let mut threads = Vec::new();
+        let mut kinds = Vec::new();
+        for dev in &devices {
+            for _ in 0..cfg.workers_per_device.max(1) {
+                kinds.push(WorkerKind::Gpu(Box::new(GpuWorker::new(Arc::clone(dev))?)));
+            }
+        }
+        if devices.is_empty() {
+            for _ in 0..cfg.cpu_workers.max(1) {
+                kinds.push(WorkerKind::Cpu);
+            }
+        }
+        let description = if devices.is_empty() {
+            format!("cpu ({} workers)", kinds.len())
+        } else {
+            format!(
+                "cuda {:?} ({} workers per device, G2 on the {})",
+                devices.iter().map(|d| d.ctx.ordinal()).collect::<Vec<_>>(),
+                cfg.workers_per_device.max(1),
+                if cfg.g2 == G2Placement::Gpu {
+                    "GPU"
+                } else {
+                    "CPU"
+                }
+            )
+        };
+        tracing::info!(backend = %description, "engine started");
+        for (i, kind) in kinds.into_iter().enumerate() {
+            let (rx, tx, st) = (jobs_rx.clone(), g1_tx.clone(), Arc::clone(&stats));
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("zkpipe-worker-{i}"))
+                    .spawn(move || worker(kind, rx, tx, st))
+                    .map_err(|e| ProveError::device(0, e))?,
+            );
+        }
+        drop(g1_tx);
+        for i in 0..cfg.g2_threads.max(1) {
+            let (rx, st) = (g1_rx.clone(), Arc::clone(&stats));
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("zkpipe-g2-{i}"))
+                    .spawn(move || g2_stage(rx, st))
+                    .map_err(|e| ProveError::device(0, e))?,
+            );
+        }
+        let stop_sampler = Arc::new(AtomicBool::new(false));
+        for dev in &devices {
+            let (dev, st, stop) = (
+                Arc::clone(dev),
+                Arc::clone(&stats),
+                Arc::clone(&stop_sampler),
+            );
+            threads.push(std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    dev.sample(&st);
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+            }));
+        }
+        Ok(Self {
+            jobs: Mutex::new(Some(jobs_tx)),
+            threads: Mutex::new(threads),
+            stats,
+            devices,
+            next_id: AtomicU64::new(1),
+            stop_sampler,
+            description,
+        })
+    }
+
+    /// What the engine runs on, for logs.
+    pub fn backend(&self) -> &str {
+        &self.description
+    }
+
+    /// True when the stages run on GPUs.
+    pub fn on_gpu(&self) -> bool {
+        !self.devices.is_empty()
+    }
+
+    /// Submits a job. The witness is checked against the key here; a bad one is an error
+    /// now, not a failed job later. Blocks while the job queue is full.
+    pub fn submit(
+        &self,
+        key: &Arc<ProvingKey>,
+        witness: Witness,
+        randomness: Randomness,
+    ) -> Result<JobHandle, ProveError> {
+        witness.check(key)?;
+        let (r, s) = match randomness {
+            Randomness::Fixed { r, s } => (r, s),
+            Randomness::Random => {
+                let mut rng = rand::thread_rng();
+                (Scalar::random(&mut rng), Scalar::random(&mut rng))
+            }
+        };
+        let tx = self
+            .jobs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .ok_or(ProveError::ShutDown)?;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (reply, rx) = bounded(1);
+        let job = Job {
+            id,
+            key: Arc::clone(key),
+            witness,
+            r,
+            s,
+            reply,
+        };
+        tx.send(job).map_err(|_| ProveError::ShutDown)?;
+        self.stats.submitted.fetch_add(1, Ordering::Relaxed);
+        Ok(JobHandle { id, rx })
+    }
+
+    /// Submits many circuits of one key (the first bad witness stops the batch with its error;
+    /// the jobs before it run).
+    pub fn submit_batch(
+        &self,
+        key: &Arc<ProvingKey>,
+        witnesses: Vec<Witness>,
+        randomness: Randomness,
+    ) -> Result<Vec<JobHandle>, ProveError> {
+        witnesses
+            .into_iter()
+            .map(|w| self.submit(key, w, randomness))
+            .collect()
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> EngineStats {
+        let budget = self
+            .devices
+            .iter()
+            .map(|d| d.budget.stats().high_water)
+            .sum();
+        self.stats.snapshot(budget)
+    }
+
+    /// Stops accepting jobs, finishes every accepted one, and stops the threads.
+    pub fn shutdown(&self) -> EngineStats {
+        self.jobs.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|p| p.into_inner()));
+        let (samplers, stages): (Vec<_>, Vec<_>) = threads
+            .into_iter()
+            .partition(|t| t.thread().name().is_none());
+        for t in stages {
+            let _ = t.join();
+        }
+        self.stop_sampler.store(true, Ordering::Relaxed);
+        for t in samplers {
+            let _ = t.join();
+        }
+        self.stats()
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn worker(kind: WorkerKind, jobs: Receiver<Job>, out: Sender<G1Done>, stats: Arc<Counters>) {
+    for job in jobs {
+        let Job {
+            id,
+            key,
+            mut witness,
+            r,
+            s,
+            reply,
+        } = job;
+        let span = tracing::info_span!("g1", job = id, n = key.domain_size());
+        let _e = span.enter();
+        let run = catch_unwind(AssertUnwindSafe(|| -> Result<_, ProveError> {
+            let z = Assignment::take(&mut witness);
+            let abc = [witness.a, witness.b, witness.c];
+            match &kind {
+                WorkerKind::Cpu => {
+                    let t = Instant::now();
+                    let [a, b, c] = abc;
+                    let h = prover::h_coefficients(&CpuNtt::new(), key.domain_size(), a, b, c)?;
+                    Counters::add(&stats.h_ns, t.elapsed());
+                    let t = Instant::now();
+                    let g1 = prover::g1_msms(&CpuMsm::new(), &key, &h, &z)?;
+                    Counters::add(&stats.g1_ns, t.elapsed());
+                    Ok((z, g1, None))
+                }
+                WorkerKind::Gpu(w) => {
+                    let (g1, b2) = w.g1_stage(id, &key, abc, &z, &stats)?;
+                    Ok((z, g1, b2))
+                }
+            }
+        }));
+        let result = run.unwrap_or_else(|p| {
+            Err(ProveError::Lost {
+                job: id,
+                reason: format!("worker panicked: {}", panic_text(&p)),
+            })
+        });
+        match result {
+            Ok((z, g1, b2)) => {
+                let done = G1Done {
+                    id,
+                    key,
+                    z,
+                    g1,
+                    b2,
+                    r,
+                    s,
+                    reply,
+                };
+                if let Err(e) = out.send(done) {
+                    let _ = e.0.reply.send(Err(ProveError::Lost {
+                        job: id,
+                        reason: "the G2 stage stopped".into(),
+                    }));
+                }
+            }
+            Err(e) => {
+                tracing::warn!(job = id, error = %e, "job failed");
+                stats.failed.fetch_add(1, Ordering::Relaxed);
+                let _ = reply.send(Err(e));
+            }
+        }
+    }
+}
+
+fn g2_stage(rx: Receiver<G1Done>, stats: Arc<Counters>) {
+    for d in rx {
+        let span = tracing::info_span!("g2", job = d.id);
+        let _e = span.enter();
+        let run = catch_unwind(AssertUnwindSafe(|| -> Result<Proof, ProveError> {
+            let b2 = match d.b2 {
+                Some(b2) => b2,
+                None => {
+                    let t = Instant::now();
+                    let b2 = prover::g2_msm(&CpuMsm::new() as &dyn Msm, &d.key, &d.z)?;
+                    Counters::add(&stats.g2_ns, t.elapsed());
+                    b2
+                }
+            };
+            Ok(prover::assemble(&d.key, &d.g1, b2, d.r, d.s))
+        }));
+        let result = run.unwrap_or_else(|p| {
+            Err(ProveError::Lost {
+                job: d.id,
+                reason: format!("G2 stage panicked: {}", panic_text(&p)),
+            })
+        });
+        match &result {
+            Ok(_) => stats.done.fetch_add(1, Ordering::Relaxed),
+            Err(_) => stats.failed.fetch_add(1, Ordering::Relaxed),
+        };
+        let _ = d.reply.send(result);
+    }
+}
+
+fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}

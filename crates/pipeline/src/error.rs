@@ -1,0 +1,69 @@
+//! Errors of the prover and the engine.
+
+use zkpipe_msm::MsmError;
+use zkpipe_ntt::NttError;
+use zkpipe_stream::BudgetError;
+
+/// Why a job or a key was refused, or a proof failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProveError {
+    /// A length that does not match the key (or the other parts of the witness).
+    #[error("{what}: expected {expected}, got {got}")]
+    Shape {
+        what: &'static str,
+        expected: usize,
+        got: usize,
+    },
+    /// A number of constraints whose domain is not the key's.
+    #[error("{constraints} constraints need a domain of {}, but the key's domain is {domain}", .constraints.next_power_of_two())]
+    Constraints { constraints: usize, domain: usize },
+    /// A point of the key off the curve or outside the subgroup.
+    #[error("proving key, {query} query: {source}")]
+    Key {
+        query: &'static str,
+        source: MsmError,
+    },
+    /// delta is the identity: proofs under such a key can be forged.
+    #[error("proving key: delta is the identity (a subverted key)")]
+    DeltaIdentity,
+    /// An encoded proof with a bad point.
+    #[error("encoded proof: {part} is not a valid compressed point in the subgroup")]
+    BadProof { part: &'static str },
+    /// The H step failed.
+    #[error("H step: {0}")]
+    Ntt(#[from] NttError),
+    /// An MSM failed.
+    #[error("{query} MSM: {source}")]
+    Msm {
+        query: &'static str,
+        source: MsmError,
+    },
+    /// The device failed.
+    #[error("device {device}: {message}")]
+    Device { device: usize, message: String },
+    /// A job that the device's VRAM budget can never hold.
+    #[error("job needs {needed} bytes of device memory; the VRAM budget of device {device} is {capacity} bytes")]
+    TooLargeForDevice {
+        device: usize,
+        needed: usize,
+        capacity: usize,
+    },
+    /// The VRAM budget refused (timeout).
+    #[error(transparent)]
+    Budget(#[from] BudgetError),
+    /// A job submitted after shutdown began.
+    #[error("the engine is shut down; job not accepted")]
+    ShutDown,
+    /// The engine stopped before the job finished (a worker died).
+    #[error("job {job} was lost: {reason}")]
+    Lost { job: u64, reason: String },
+}
+
+impl ProveError {
+    pub(crate) fn device(device: usize, e: impl std::fmt::Display) -> Self {
+        ProveError::Device {
+            device,
+            message: e.to_string(),
+        }
+    }
+}

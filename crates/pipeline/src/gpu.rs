@@ -1,0 +1,331 @@
+//! The G1 stage on a CUDA device: uploads staged outside the GPU lock under a VRAM grant, the
+//! H step and the MSMs under the lock, every big buffer freed before the lock is let go.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use blstrs::{G1Affine, G1Projective, G2Projective, Scalar};
+use group::prime::PrimeCurveAffine;
+use group::Group;
+use zkpipe_cuda::{Context, DeviceBuffer};
+use zkpipe_field::{cast, Fr};
+use zkpipe_msm::{Bases, CudaMsm, DeviceBases, ScalarKind, G1, G2};
+use zkpipe_ntt::CudaNtt;
+use zkpipe_stream::{GpuLock, VramBudget, VramGrant};
+
+use crate::prover::{padded, Assignment, G1Parts};
+use crate::stats::Counters;
+use crate::{ProveError, ProvingKey};
+
+const FR: usize = 32;
+const SLACK: usize = 64 << 20;
+
+/// A key's points on one device, uploaded once and reused by every job of that key.
+#[derive(Debug)]
+pub(crate) struct ResidentKey {
+    /// h's points and one identity (h_step leaves n coefficients; the last meets the identity).
+    h: DeviceBases<G1>,
+    l: DeviceBases<G1>,
+    a: DeviceBases<G1>,
+    b_g1: DeviceBases<G1>,
+    b_g2: Option<DeviceBases<G2>>,
+    _grant: VramGrant,
+}
+
+/// What the workers of one device share.
+#[derive(Debug)]
+pub(crate) struct DeviceShared {
+    pub ctx: Arc<Context>,
+    pub lock: Arc<GpuLock>,
+    pub budget: VramBudget,
+    pub g2_on_gpu: bool,
+    pub keep_resident: bool,
+    baseline_used: usize,
+    resident: Mutex<Option<(u64, Arc<ResidentKey>)>>,
+}
+
+impl DeviceShared {
+    pub fn new(
+        ctx: Arc<Context>,
+        margin: usize,
+        cap: Option<usize>,
+        g2_on_gpu: bool,
+        keep_resident: bool,
+    ) -> Result<Self, zkpipe_cuda::Error> {
+        let budget = VramBudget::from_device(&ctx, margin, cap)?;
+        let m = ctx.mem_info()?;
+        Ok(Self {
+            lock: GpuLock::for_device(ctx.ordinal()),
+            baseline_used: m.total - m.free,
+            ctx,
+            budget,
+            g2_on_gpu,
+            keep_resident,
+            resident: Mutex::new(None),
+        })
+    }
+
+    pub fn sample(&self, stats: &Counters) {
+        if let Ok(m) = self.ctx.mem_info() {
+            stats.peak((m.total - m.free).saturating_sub(self.baseline_used));
+        }
+    }
+}
+
+fn g1_bytes(n: usize) -> usize {
+    n * std::mem::size_of::<G1Affine>()
+}
+
+fn g2_bytes(n: usize) -> usize {
+    n * std::mem::size_of::<blstrs::G2Affine>()
+}
+
+/// One worker's stage implementations on a device.
+#[derive(Debug)]
+pub(crate) struct GpuWorker {
+    pub dev: Arc<DeviceShared>,
+    ntt: CudaNtt,
+    msm: CudaMsm,
+}
+
+impl GpuWorker {
+    pub fn new(dev: Arc<DeviceShared>) -> Result<Self, ProveError> {
+        let d = dev.ctx.ordinal();
+        Ok(Self {
+            ntt: CudaNtt::new(&dev.ctx).map_err(|e| ProveError::device(d, e))?,
+            msm: CudaMsm::new(&dev.ctx).map_err(|e| ProveError::device(d, e))?,
+            dev,
+        })
+    }
+
+    fn ordinal(&self) -> usize {
+        self.dev.ctx.ordinal()
+    }
+
+    fn err(&self, e: impl std::fmt::Display) -> ProveError {
+        ProveError::device(self.ordinal(), e)
+    }
+
+    /// Device bytes of a key's points.
+    fn key_bytes(&self, key: &ProvingKey) -> usize {
+        let [h, l, a, b1, b2] = key.query_lens();
+        let g2 = if self.dev.g2_on_gpu { g2_bytes(b2) } else { 0 };
+        g1_bytes(h + 1 + l + a + b1) + g2
+    }
+
+    /// Peak device bytes of one job, besides the key's points (`+ bases` when not resident).
+    fn job_bytes(&self, key: &ProvingKey, resident: bool) -> usize {
+        let n = key.domain_size();
+        let [_, l, a, b1, b2] = key.query_lens();
+        let scalars = (l + a + b1) * FR;
+        let largest = n.max(l).max(a).max(b1);
+        let mut work = self.msm.resident_bytes::<G1>(largest);
+        if self.dev.g2_on_gpu {
+            work = work.max(self.msm.resident_bytes::<G2>(b2));
+        }
+        let bases = if resident {
+            0
+        } else {
+            g1_bytes(largest).max(if self.dev.g2_on_gpu { g2_bytes(b2) } else { 0 })
+        };
+        scalars + (4 * n * FR).max(n * FR + work + bases) + SLACK
+    }
+
+    /// The key on this device, uploading it the first time; `None` when the budget cannot
+    /// hold it beside a job (then each MSM uploads its bases, inside the lock).
+    fn resident(&self, key: &ProvingKey) -> Result<Option<Arc<ResidentKey>>, ProveError> {
+        if !self.dev.keep_resident {
+            return Ok(None);
+        }
+        let mut slot = self.dev.resident.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((id, k)) = slot.as_ref() {
+            if *id == key.id() {
+                return Ok(Some(Arc::clone(k)));
+            }
+        }
+        // One key at a time: a new key replaces the old one (jobs still using it keep it alive).
+        *slot = None;
+        let bytes = self.key_bytes(key);
+        if bytes + self.job_bytes(key, true) > self.dev.budget.capacity() {
+            tracing::warn!(
+                device = self.ordinal(),
+                key_bytes = bytes,
+                capacity = self.dev.budget.capacity(),
+                "the proving key does not fit beside a job: bases are uploaded for every MSM"
+            );
+            return Ok(None);
+        }
+        let grant = self.dev.budget.acquire(bytes, None)?;
+        let t = Instant::now();
+        let mut h = key.h.points().to_vec();
+        h.push(G1Affine::identity());
+        let up = |b: &Bases<G1Affine>| self.msm.upload_bases::<G1>(b).map_err(|e| self.err(e));
+        let k = Arc::new(ResidentKey {
+            h: up(&Bases::new_unchecked(h))?,
+            l: up(&key.l)?,
+            a: up(&key.a)?,
+            b_g1: up(&key.b_g1)?,
+            b_g2: if self.dev.g2_on_gpu {
+                Some(
+                    self.msm
+                        .upload_bases::<G2>(&key.b_g2)
+                        .map_err(|e| self.err(e))?,
+                )
+            } else {
+                None
+            },
+            _grant: grant,
+        });
+        tracing::info!(
+            device = self.ordinal(),
+            key = key.id(),
+            bytes,
+            ms = t.elapsed().as_secs_f64() * 1e3,
+            "proving key resident on the device"
+        );
+        *slot = Some((key.id(), Arc::clone(&k)));
+        Ok(Some(k))
+    }
+
+    fn upload(&self, v: &[Scalar], stats: &Counters) -> Result<DeviceBuffer<Fr>, ProveError> {
+        let t = Instant::now();
+        let b = DeviceBuffer::from_host(&self.dev.ctx, cast::scalars_as_fr(v))
+            .map_err(|e| self.err(e))?;
+        Counters::add(&stats.upload_ns, t.elapsed());
+        stats.upload_bytes.fetch_add(
+            std::mem::size_of_val(v) as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        Ok(b)
+    }
+
+    /// The H step and the G1 MSMs (and B2 when G2 runs on the GPU) of one job.
+    pub fn g1_stage(
+        &self,
+        job: u64,
+        key: &ProvingKey,
+        abc: [Vec<Scalar>; 3],
+        z: &Assignment,
+        stats: &Counters,
+    ) -> Result<(G1Parts, Option<G2Projective>), ProveError> {
+        let n = key.domain_size();
+        let resident = self.resident(key)?;
+        let needed = self.job_bytes(key, resident.is_some());
+        let capacity = self.dev.budget.capacity();
+        if needed > capacity {
+            return Err(ProveError::TooLargeForDevice {
+                device: self.ordinal(),
+                needed,
+                capacity,
+            });
+        }
+        let grant = self.dev.budget.acquire(needed, None)?;
+        // Staging, outside the lock: a, b, c and the MSM scalars go to the device.
+        let t = Instant::now();
+        let [a, b, c] = abc;
+        let abc_dev = if n > 1 {
+            Some([
+                self.upload(&padded(a, n), stats)?,
+                self.upload(&padded(b, n), stats)?,
+                self.upload(&padded(c, n), stats)?,
+            ])
+        } else {
+            None
+        };
+        // With the key resident, the MSM scalars go up now too; otherwise each MSM uploads
+        // its bases and scalars itself.
+        let scalars = match &resident {
+            Some(_) => Some([
+                self.upload(z.aux(), stats)?,
+                self.upload(&z.a_density.select(&z.z), stats)?,
+                self.upload(&z.b_density.select(&z.z), stats)?,
+            ]),
+            None => None,
+        };
+        Counters::add(&stats.stage_ns, t.elapsed());
+        self.dev.sample(stats);
+        tracing::debug!(job, n, bytes = needed, "staged");
+
+        let guard = self.dev.lock.lock();
+        let t = Instant::now();
+        let h_dev = match abc_dev {
+            Some([a, b, c]) => {
+                let h = self.ntt.h_step_device(a, b, c)?;
+                self.ntt.synchronize()?;
+                Some(h)
+            }
+            None => None,
+        };
+        Counters::add(&stats.h_ns, t.elapsed());
+        self.dev.sample(stats);
+        let t = Instant::now();
+        let e = |q: &'static str| {
+            move |e: zkpipe_msm::CudaError| ProveError::Msm {
+                query: q,
+                source: zkpipe_msm::MsmError::device(e),
+            }
+        };
+        let (parts, b2) = match (&resident, scalars) {
+            (Some(k), Some([l_s, a_s, b_s])) => {
+                let h = match &h_dev {
+                    Some(h) => self
+                        .msm
+                        .msm_device::<G1>(&k.h, h, ScalarKind::Dense)
+                        .map_err(e("h"))?,
+                    None => G1Projective::identity(),
+                };
+                drop(h_dev);
+                let msm = |b: &DeviceBases<G1>, s: &DeviceBuffer<Fr>, q: &'static str| {
+                    self.msm
+                        .msm_device::<G1>(b, s, ScalarKind::Auto)
+                        .map_err(e(q))
+                };
+                let parts = G1Parts {
+                    h,
+                    l: msm(&k.l, &l_s, "l")?,
+                    a: msm(&k.a, &a_s, "a")?,
+                    b1: msm(&k.b_g1, &b_s, "b_g1")?,
+                };
+                drop((l_s, a_s));
+                let b2 = match &k.b_g2 {
+                    Some(b) => Some(
+                        self.msm
+                            .msm_device::<G2>(b, &b_s, ScalarKind::Auto)
+                            .map_err(e("b_g2"))?,
+                    ),
+                    None => None,
+                };
+                (parts, b2)
+            }
+            _ => {
+                let h: Vec<Scalar> = match h_dev {
+                    Some(h) => {
+                        let mut v: Vec<Scalar> = h
+                            .to_vec()
+                            .map_err(|e| self.err(e))?
+                            .into_iter()
+                            .map(Scalar::from)
+                            .collect();
+                        v.truncate(n - 1);
+                        v
+                    }
+                    None => Vec::new(),
+                };
+                let parts = crate::prover::g1_msms(&self.msm, key, &h, z)?;
+                let b2 = if self.dev.g2_on_gpu {
+                    Some(crate::prover::g2_msm(&self.msm, key, z)?)
+                } else {
+                    None
+                };
+                (parts, b2)
+            }
+        };
+        Counters::add(&stats.g1_ns, t.elapsed());
+        self.dev.sample(stats);
+        self.dev.ctx.synchronize().map_err(|e| self.err(e))?;
+        Counters::add(&stats.lock_ns, guard.held_for());
+        drop(guard);
+        drop(grant);
+        Ok((parts, b2))
+    }
+}

@@ -1,0 +1,190 @@
+//! Proving and verifying keys, checked where they enter the engine.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use blstrs::{G1Affine, G2Affine};
+use group::prime::PrimeCurveAffine;
+use zkpipe_msm::{Bases, MsmError, Point};
+
+use crate::ProveError;
+
+/// The verifying key (bellperson's layout).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifyingKey {
+    pub alpha_g1: G1Affine,
+    pub beta_g1: G1Affine,
+    pub beta_g2: G2Affine,
+    pub gamma_g2: G2Affine,
+    pub delta_g1: G1Affine,
+    pub delta_g2: G2Affine,
+    /// One point per public input, the constant one first.
+    pub ic: Vec<G1Affine>,
+}
+
+/// The points of a proving key, before checking.
+#[derive(Debug, Clone)]
+pub struct KeyParts {
+    pub vk: VerifyingKey,
+    /// n - 1 points, n the domain size.
+    pub h: Vec<G1Affine>,
+    /// One per aux variable.
+    pub l: Vec<G1Affine>,
+    /// One per input, then one per aux variable selected by the A density.
+    pub a: Vec<G1Affine>,
+    /// One per input and aux variable selected by the B densities.
+    pub b_g1: Vec<G1Affine>,
+    /// As `b_g1`, in G2.
+    pub b_g2: Vec<G2Affine>,
+}
+
+/// A Groth16 proving key, shared by jobs through `Arc`.
+#[derive(Debug)]
+pub struct ProvingKey {
+    id: u64,
+    pub(crate) vk: VerifyingKey,
+    pub(crate) h: Bases<G1Affine>,
+    pub(crate) l: Bases<G1Affine>,
+    pub(crate) a: Bases<G1Affine>,
+    pub(crate) b_g1: Bases<G1Affine>,
+    pub(crate) b_g2: Bases<G2Affine>,
+}
+
+static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
+
+fn check_one<P: Point>(what: &'static str, p: &P) -> Result<(), ProveError> {
+    if !p.on_curve() {
+        return Err(ProveError::Key {
+            query: what,
+            source: MsmError::NotOnCurve { index: 0 },
+        });
+    }
+    if !p.in_subgroup() {
+        return Err(ProveError::Key {
+            query: what,
+            source: MsmError::NotInSubgroup { index: 0 },
+        });
+    }
+    Ok(())
+}
+
+fn checked<P: Point>(what: &'static str, v: Vec<P>) -> Result<Bases<P>, ProveError> {
+    Bases::new(v).map_err(|source| ProveError::Key {
+        query: what,
+        source,
+    })
+}
+
+impl ProvingKey {
+    /// Checks every point (on the curve and in the subgroup) and that delta is not the
+    /// identity (which would let anyone forge proofs).
+    pub fn new(parts: KeyParts) -> Result<Self, ProveError> {
+        let vk = parts.vk;
+        check_one("alpha_g1", &vk.alpha_g1)?;
+        check_one("beta_g1", &vk.beta_g1)?;
+        check_one("beta_g2", &vk.beta_g2)?;
+        check_one("gamma_g2", &vk.gamma_g2)?;
+        check_one("delta_g1", &vk.delta_g1)?;
+        check_one("delta_g2", &vk.delta_g2)?;
+        checked("ic", vk.ic.clone())?;
+        let key = Self {
+            id: NEXT_KEY.fetch_add(1, Ordering::Relaxed),
+            h: checked("h", parts.h)?,
+            l: checked("l", parts.l)?,
+            a: checked("a", parts.a)?,
+            b_g1: checked("b_g1", parts.b_g1)?,
+            b_g2: checked("b_g2", parts.b_g2)?,
+            vk,
+        };
+        key.check_shape()?;
+        Ok(key)
+    }
+
+    /// Keeps the points without checking them (a key checked before, from a trusted file).
+    /// Shapes and delta are still checked: they cost nothing.
+    pub fn new_unchecked(parts: KeyParts) -> Result<Self, ProveError> {
+        let key = Self {
+            id: NEXT_KEY.fetch_add(1, Ordering::Relaxed),
+            h: Bases::new_unchecked(parts.h),
+            l: Bases::new_unchecked(parts.l),
+            a: Bases::new_unchecked(parts.a),
+            b_g1: Bases::new_unchecked(parts.b_g1),
+            b_g2: Bases::new_unchecked(parts.b_g2),
+            vk: parts.vk,
+        };
+        key.check_shape()?;
+        Ok(key)
+    }
+
+    fn check_shape(&self) -> Result<(), ProveError> {
+        if bool::from(self.vk.delta_g1.is_identity()) || bool::from(self.vk.delta_g2.is_identity())
+        {
+            return Err(ProveError::DeltaIdentity);
+        }
+        let n = self.h.len() + 1;
+        if !n.is_power_of_two() {
+            return Err(ProveError::Shape {
+                what: "h query (domain size - 1)",
+                expected: n.next_power_of_two() - 1,
+                got: self.h.len(),
+            });
+        }
+        if self.b_g1.len() != self.b_g2.len() {
+            return Err(ProveError::Shape {
+                what: "b_g2 query (as long as b_g1)",
+                expected: self.b_g1.len(),
+                got: self.b_g2.len(),
+            });
+        }
+        if self.a.len() < self.vk.ic.len() {
+            return Err(ProveError::Shape {
+                what: "a query (at least one point per input)",
+                expected: self.vk.ic.len(),
+                got: self.a.len(),
+            });
+        }
+        Ok(())
+    }
+
+    /// A number unique to this key in this process (caches of device copies use it).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The verifying key.
+    pub fn vk(&self) -> &VerifyingKey {
+        &self.vk
+    }
+
+    /// The NTT domain size n (a power of two).
+    pub fn domain_size(&self) -> usize {
+        self.h.len() + 1
+    }
+
+    /// Public inputs, the constant one included.
+    pub fn num_inputs(&self) -> usize {
+        self.vk.ic.len()
+    }
+
+    /// Aux (private) variables.
+    pub fn num_aux(&self) -> usize {
+        self.l.len()
+    }
+
+    /// Point counts of the queries: h, l, a, b_g1, b_g2.
+    pub fn query_lens(&self) -> [usize; 5] {
+        [
+            self.h.len(),
+            self.l.len(),
+            self.a.len(),
+            self.b_g1.len(),
+            self.b_g2.len(),
+        ]
+    }
+
+    /// Host bytes of the key's points.
+    pub fn bytes(&self) -> usize {
+        let g1 = std::mem::size_of::<G1Affine>();
+        let g2 = std::mem::size_of::<G2Affine>();
+        (self.h.len() + self.l.len() + self.a.len() + self.b_g1.len()) * g1 + self.b_g2.len() * g2
+    }
+}

@@ -1,0 +1,36 @@
+//! zkpipe-pipeline: the Groth16 prover over BLS12-381 and the engine that runs it.
+//!
+//! - [`ProvingKey`] (checked points, shared through `Arc`), [`Witness`] (a synthesized
+//!   circuit), [`Proof`] (bellperson's 192-byte encoding) and [`verify`].
+//! - [`prove`](prover::prove): one proof over any [`zkpipe_ntt::Ntt`] and [`zkpipe_msm::Msm`].
+//! - [`Engine`]: jobs in, proofs out; workers per device share a GPU lock and a VRAM budget,
+//!   the G2 MSM and the assembly run in their own stage, and with no GPU every stage runs on
+//!   the CPU. The same r and s give byte-identical proofs on either backend.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use zkpipe_pipeline::{Config, Engine, Randomness};
+//! # fn demo(key: zkpipe_pipeline::ProvingKey, witness: zkpipe_pipeline::Witness) -> Result<(), zkpipe_pipeline::ProveError> {
+//! let engine = Engine::start(Config::default())?;
+//! let key = Arc::new(key);
+//! let proof = engine.submit(&key, witness, Randomness::Random)?.wait()?;
+//! let bytes = proof.to_bytes();
+//! # let _ = bytes; Ok(()) }
+//! ```
+
+mod engine;
+mod error;
+mod gpu;
+mod key;
+mod proof;
+pub mod prover;
+mod stats;
+pub mod testgen;
+mod witness;
+
+pub use engine::{Backend, Config, Engine, G2Placement, JobHandle, Randomness};
+pub use error::ProveError;
+pub use key::{KeyParts, ProvingKey, VerifyingKey};
+pub use proof::{verify, PreparedVerifyingKey, Proof, PROOF_BYTES};
+pub use stats::EngineStats;
+pub use witness::Witness;

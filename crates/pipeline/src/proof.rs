@@ -1,0 +1,103 @@
+//! Proofs, their bellperson encoding, and verification.
+
+use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Prepared, Scalar};
+use group::Curve;
+use pairing::{MillerLoopResult, MultiMillerLoop};
+
+use crate::{ProveError, VerifyingKey};
+
+/// A Groth16 proof.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Proof {
+    pub a: G1Affine,
+    pub b: G2Affine,
+    pub c: G1Affine,
+}
+
+/// Bytes of an encoded proof: A (48), B (96), C (48), compressed, as bellperson writes them.
+pub const PROOF_BYTES: usize = 192;
+
+impl Proof {
+    /// bellperson's encoding.
+    pub fn to_bytes(&self) -> [u8; PROOF_BYTES] {
+        let mut out = [0u8; PROOF_BYTES];
+        out[..48].copy_from_slice(&self.a.to_compressed());
+        out[48..144].copy_from_slice(&self.b.to_compressed());
+        out[144..].copy_from_slice(&self.c.to_compressed());
+        out
+    }
+
+    /// Decodes bellperson's encoding, checking that each point is on the curve and in the
+    /// subgroup.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, ProveError> {
+        if bytes.len() != PROOF_BYTES {
+            return Err(ProveError::Shape {
+                what: "encoded proof bytes",
+                expected: PROOF_BYTES,
+                got: bytes.len(),
+            });
+        }
+        let bad = |part: &'static str| ProveError::BadProof { part };
+        let mut a = [0u8; 48];
+        let mut b = [0u8; 96];
+        let mut c = [0u8; 48];
+        a.copy_from_slice(&bytes[..48]);
+        b.copy_from_slice(&bytes[48..144]);
+        c.copy_from_slice(&bytes[144..]);
+        Ok(Self {
+            a: Option::from(G1Affine::from_compressed(&a)).ok_or_else(|| bad("A"))?,
+            b: Option::from(G2Affine::from_compressed(&b)).ok_or_else(|| bad("B"))?,
+            c: Option::from(G1Affine::from_compressed(&c)).ok_or_else(|| bad("C"))?,
+        })
+    }
+}
+
+/// A verifying key with its G2 points prepared for the Miller loop.
+#[derive(Debug)]
+pub struct PreparedVerifyingKey {
+    vk: VerifyingKey,
+    neg_gamma: G2Prepared,
+    neg_delta: G2Prepared,
+    alpha_beta: blstrs::Gt,
+}
+
+impl PreparedVerifyingKey {
+    /// Prepares `vk`.
+    pub fn new(vk: &VerifyingKey) -> Self {
+        Self {
+            neg_gamma: G2Prepared::from(-vk.gamma_g2),
+            neg_delta: G2Prepared::from(-vk.delta_g2),
+            alpha_beta: blstrs::pairing(&vk.alpha_g1, &vk.beta_g2),
+            vk: vk.clone(),
+        }
+    }
+}
+
+/// Checks e(A, B) = e(alpha, beta) · e(sum x_i · IC_i, gamma) · e(C, delta). `inputs` are the
+/// public inputs without the constant one.
+pub fn verify(
+    pvk: &PreparedVerifyingKey,
+    proof: &Proof,
+    inputs: &[Scalar],
+) -> Result<bool, ProveError> {
+    let ic = &pvk.vk.ic;
+    if inputs.len() + 1 != ic.len() {
+        return Err(ProveError::Shape {
+            what: "public inputs to verify (without the constant one)",
+            expected: ic.len().saturating_sub(1),
+            got: inputs.len(),
+        });
+    }
+    let mut acc = G1Projective::from(ic[0]);
+    for (x, p) in inputs.iter().zip(&ic[1..]) {
+        acc += G1Projective::from(*p) * x;
+    }
+    let acc = acc.to_affine();
+    let b = G2Prepared::from(proof.b);
+    let ml = Bls12::multi_miller_loop(&[
+        (&proof.a, &b),
+        (&acc, &pvk.neg_gamma),
+        (&proof.c, &pvk.neg_delta),
+    ]);
+    Ok(ml.final_exponentiation() == pvk.alpha_beta)
+}

@@ -1,0 +1,148 @@
+//! The Groth16 prover's steps over any NTT and MSM implementation (DESIGN.md, Groth16
+//! prover): the H polynomial, the G1 MSMs, the G2 MSM and the assembly. The engine runs them
+//! as pipeline stages; [`prove`] runs them in one call.
+
+use blstrs::{G1Projective, G2Projective, Scalar};
+use ff::Field;
+use group::Curve;
+use zkpipe_msm::{Density, Msm};
+use zkpipe_ntt::Ntt;
+
+use crate::{Proof, ProveError, ProvingKey, Witness};
+
+/// The scalars and bitmaps of the MSMs, taken from a witness (z = inputs then aux, as
+/// bellperson's queries are laid out).
+#[derive(Debug, Clone)]
+pub struct Assignment {
+    /// Public inputs, then aux variables.
+    pub z: Vec<Scalar>,
+    /// Number of inputs in `z`.
+    pub inputs: usize,
+    /// Which variables of z the A query has points for (every input, then A-dense aux).
+    pub a_density: Density,
+    /// Which variables of z the B queries have points for.
+    pub b_density: Density,
+}
+
+impl Assignment {
+    /// Moves the assignment out of a witness (whose a, b, c stay).
+    pub fn take(w: &mut Witness) -> Self {
+        let inputs = w.input.len();
+        let mut z = std::mem::take(&mut w.input);
+        z.append(&mut w.aux);
+        let a_density = Density::all(inputs).concat(&w.a_aux_density);
+        let b_density = w.b_input_density.concat(&w.b_aux_density);
+        Self {
+            z,
+            inputs,
+            a_density,
+            b_density,
+        }
+    }
+
+    /// The aux variables.
+    pub fn aux(&self) -> &[Scalar] {
+        &self.z[self.inputs..]
+    }
+}
+
+/// The G1 results of a job.
+#[derive(Debug, Clone, Copy)]
+pub struct G1Parts {
+    pub h: G1Projective,
+    pub l: G1Projective,
+    pub a: G1Projective,
+    pub b1: G1Projective,
+}
+
+/// a, b, c padded with zeros to the domain size n.
+pub fn padded(mut w: Vec<Scalar>, n: usize) -> Vec<Scalar> {
+    w.resize(n, Scalar::ZERO);
+    w
+}
+
+/// The n - 1 coefficients of h from a, b, c (any length up to n; padded here).
+pub fn h_coefficients(
+    ntt: &dyn Ntt,
+    n: usize,
+    a: Vec<Scalar>,
+    b: Vec<Scalar>,
+    c: Vec<Scalar>,
+) -> Result<Vec<Scalar>, ProveError> {
+    if n == 1 {
+        // A one-point domain: h has no coefficients.
+        return Ok(Vec::new());
+    }
+    let mut h = ntt.h_polynomial(padded(a, n), padded(b, n), padded(c, n))?;
+    h.truncate(n - 1);
+    Ok(h)
+}
+
+/// The G1 MSMs: H, L, A and B1.
+pub fn g1_msms(
+    msm: &dyn Msm,
+    key: &ProvingKey,
+    h: &[Scalar],
+    z: &Assignment,
+) -> Result<G1Parts, ProveError> {
+    let m = |q: &'static str, r: Result<G1Projective, zkpipe_msm::MsmError>| {
+        r.map_err(|source| ProveError::Msm { query: q, source })
+    };
+    Ok(G1Parts {
+        h: m("h", msm.g1(&key.h, h, None))?,
+        l: m("l", msm.g1(&key.l, z.aux(), None))?,
+        a: m("a", msm.g1(&key.a, &z.z, Some(&z.a_density)))?,
+        b1: m("b_g1", msm.g1(&key.b_g1, &z.z, Some(&z.b_density)))?,
+    })
+}
+
+/// The G2 MSM: B2.
+pub fn g2_msm(msm: &dyn Msm, key: &ProvingKey, z: &Assignment) -> Result<G2Projective, ProveError> {
+    msm.g2(&key.b_g2, &z.z, Some(&z.b_density))
+        .map_err(|source| ProveError::Msm {
+            query: "b_g2",
+            source,
+        })
+}
+
+/// A = alpha + A' + r·delta; B = beta + B2 + s·delta; C = H + L + s·A' + r·B1 + r·s·delta +
+/// s·alpha + r·beta (bellperson's assembly, equal to s·A + r·B1 - r·s·delta with A, B1 the
+/// full sums).
+pub fn assemble(key: &ProvingKey, g1: &G1Parts, b2: G2Projective, r: Scalar, s: Scalar) -> Proof {
+    let vk = &key.vk;
+    let a = G1Projective::from(vk.alpha_g1) + g1.a + vk.delta_g1 * r;
+    let b = G2Projective::from(vk.beta_g2) + b2 + vk.delta_g2 * s;
+    let c = g1.h
+        + g1.l
+        + g1.a * s
+        + g1.b1 * r
+        + vk.delta_g1 * (r * s)
+        + vk.alpha_g1 * s
+        + vk.beta_g1 * r;
+    Proof {
+        a: a.to_affine(),
+        b: b.to_affine(),
+        c: c.to_affine(),
+    }
+}
+
+/// One proof, every step in this thread: `ntt` and `msm` for the H step and G1 MSMs, `g2`
+/// for B2.
+pub fn prove(
+    ntt: &dyn Ntt,
+    msm: &dyn Msm,
+    g2: &dyn Msm,
+    key: &ProvingKey,
+    mut w: Witness,
+    r: Scalar,
+    s: Scalar,
+) -> Result<Proof, ProveError> {
+    w.check(key)?;
+    let z = Assignment::take(&mut w);
+    let n = key.domain_size();
+    let h = h_coefficients(ntt, n, w.a, w.b, w.c)?;
+    let g1 = g1_msms(msm, key, &h, &z)?;
+    drop(h);
+    let b2 = g2_msm(g2, key, &z)?;
+    Ok(assemble(key, &g1, b2, r, s))
+}

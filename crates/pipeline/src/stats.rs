@@ -1,0 +1,84 @@
+//! Counters the engine keeps, readable while it runs.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+/// Live counters (shared by the engine's threads).
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub submitted: AtomicU64,
+    pub done: AtomicU64,
+    pub failed: AtomicU64,
+    pub h_ns: AtomicU64,
+    pub g1_ns: AtomicU64,
+    pub g2_ns: AtomicU64,
+    pub stage_ns: AtomicU64,
+    pub lock_ns: AtomicU64,
+    pub upload_bytes: AtomicU64,
+    pub upload_ns: AtomicU64,
+    pub vram_peak: AtomicUsize,
+}
+
+impl Counters {
+    pub fn add(c: &AtomicU64, d: Duration) {
+        c.fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    pub fn peak(&self, bytes: usize) {
+        self.vram_peak.fetch_max(bytes, Ordering::Relaxed);
+    }
+
+    pub fn snapshot(&self, budget_high_water: usize) -> EngineStats {
+        let ms = |c: &AtomicU64| c.load(Ordering::Relaxed) as f64 / 1e6;
+        let bytes = self.upload_bytes.load(Ordering::Relaxed);
+        let up_ms = ms(&self.upload_ns);
+        EngineStats {
+            submitted: self.submitted.load(Ordering::Relaxed),
+            done: self.done.load(Ordering::Relaxed),
+            failed: self.failed.load(Ordering::Relaxed),
+            h_ms: ms(&self.h_ns),
+            g1_msm_ms: ms(&self.g1_ns),
+            g2_msm_ms: ms(&self.g2_ns),
+            staging_ms: ms(&self.stage_ns),
+            gpu_lock_ms: ms(&self.lock_ns),
+            uploaded_bytes: bytes,
+            upload_gbps: if up_ms > 0.0 {
+                bytes as f64 / up_ms / 1e6
+            } else {
+                0.0
+            },
+            vram_high_water: self.vram_peak.load(Ordering::Relaxed),
+            vram_budget_high_water: budget_high_water,
+        }
+    }
+}
+
+/// What the engine has done so far. Times add up over jobs and workers.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct EngineStats {
+    /// Jobs accepted.
+    pub submitted: u64,
+    /// Jobs that produced a proof.
+    pub done: u64,
+    /// Jobs that ended with an error.
+    pub failed: u64,
+    /// Time in the H step (ms).
+    pub h_ms: f64,
+    /// Time in the G1 MSMs (ms).
+    pub g1_msm_ms: f64,
+    /// Time in the G2 MSM (ms).
+    pub g2_msm_ms: f64,
+    /// Time staging uploads outside the GPU lock (ms).
+    pub staging_ms: f64,
+    /// Time the GPU lock was held (ms).
+    pub gpu_lock_ms: f64,
+    /// Bytes copied host to device for jobs (bases of resident keys not counted).
+    pub uploaded_bytes: u64,
+    /// Host-to-device rate of those copies (GB/s).
+    pub upload_gbps: f64,
+    /// The most device memory seen in use by the engine (bytes above what was in use when it
+    /// started), measured with cuMemGetInfo while jobs held their buffers.
+    pub vram_high_water: usize,
+    /// The most bytes the VRAM budgets granted at once (summed over devices).
+    pub vram_budget_high_water: usize,
+}

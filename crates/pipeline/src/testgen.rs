@@ -1,0 +1,120 @@
+//! Keys of random points and witnesses shaped like Filecoin's, for benchmarks and the
+//! `zkpipe prove` main job at sizes where a real setup would take too long. Proofs made with
+//! them are computed exactly as real ones but do not verify (the key has no trapdoor).
+
+use blstrs::Scalar;
+use ff::Field;
+use group::{Curve, Group};
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use zkpipe_msm::testgen::{g1_points, g2_points, scalars};
+use zkpipe_msm::Density;
+
+use crate::{KeyParts, ProveError, ProvingKey, VerifyingKey, Witness};
+
+/// The shape of a generated circuit.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape {
+    /// log2 of the domain size.
+    pub log_n: u32,
+    /// Public inputs (the constant one included).
+    pub inputs: usize,
+    /// Aux variables.
+    pub aux: usize,
+    /// One aux variable in `a_every` is left out of the A query (Filecoin: near 100% dense).
+    pub a_every: usize,
+    /// One aux variable in `b_every` is in the B queries (Filecoin: about 25%).
+    pub b_every: usize,
+}
+
+impl Shape {
+    /// Filecoin-like: 2^k domain, about as many aux variables as constraints.
+    pub fn filecoin(log_n: u32) -> Self {
+        let n = 1usize << log_n;
+        Self {
+            log_n,
+            inputs: 2,
+            aux: n - n / 16,
+            a_every: 64,
+            b_every: 4,
+        }
+    }
+
+    fn a_density(&self) -> Density {
+        Density::from_bools(
+            (0..self.aux)
+                .map(|i| i % self.a_every.max(1) != 1)
+                .collect(),
+        )
+    }
+
+    fn b_density(&self) -> Density {
+        Density::from_bools(
+            (0..self.aux)
+                .map(|i| i % self.b_every.max(1) == 0)
+                .collect(),
+        )
+    }
+}
+
+fn cycle<P: Copy>(pool: &[P], len: usize) -> Vec<P> {
+    pool.iter().copied().cycle().take(len).collect()
+}
+
+/// A key of random points for `shape` (no trapdoor: its proofs do not verify). Points repeat
+/// from one pool so that large keys are made in seconds.
+pub fn random_key(shape: &Shape, seed: u64) -> Result<ProvingKey, ProveError> {
+    let n = 1usize << shape.log_n;
+    let g1 = g1_points(n.max(shape.aux + shape.inputs), seed);
+    let b_len = shape.inputs + shape.b_density().selected();
+    let g2 = g2_points(b_len.clamp(1, 1 << 20), seed ^ 7);
+    let mut r = ChaCha8Rng::seed_from_u64(seed ^ 11);
+    let p1 = |r: &mut ChaCha8Rng| blstrs::G1Projective::random(r).to_affine();
+    let p2 = |r: &mut ChaCha8Rng| blstrs::G2Projective::random(r).to_affine();
+    let vk = VerifyingKey {
+        alpha_g1: p1(&mut r),
+        beta_g1: p1(&mut r),
+        beta_g2: p2(&mut r),
+        gamma_g2: p2(&mut r),
+        delta_g1: p1(&mut r),
+        delta_g2: p2(&mut r),
+        ic: (0..shape.inputs).map(|_| p1(&mut r)).collect(),
+    };
+    let a_len = shape.inputs + shape.a_density().selected();
+    ProvingKey::new_unchecked(KeyParts {
+        vk,
+        h: cycle(&g1, n - 1),
+        l: cycle(&g1[1..], shape.aux),
+        a: cycle(&g1[2..], a_len),
+        b_g1: cycle(&g1[3..], b_len),
+        b_g2: cycle(&g2, b_len),
+    })
+}
+
+/// A witness for `shape`: random evaluations over 15/16 of the domain, aux values 0 or 1
+/// but for one in 16 (random).
+pub fn random_witness(shape: &Shape, seed: u64) -> Witness {
+    let n = 1usize << shape.log_n;
+    let m = (n - n / 16).max(n / 2 + 1).min(n);
+    let mut r = ChaCha8Rng::seed_from_u64(seed);
+    let rand = scalars(shape.aux, seed ^ 5);
+    let aux = (0..shape.aux)
+        .map(|i| match r.next_u32() % 16 {
+            0 => rand[i],
+            1..=7 => Scalar::ONE,
+            _ => Scalar::ZERO,
+        })
+        .collect();
+    let mut input = vec![Scalar::ONE];
+    input.extend(scalars(shape.inputs - 1, seed ^ 9));
+    Witness {
+        a: scalars(m, seed ^ 1),
+        b: scalars(m, seed ^ 2),
+        c: scalars(m, seed ^ 3),
+        input,
+        aux,
+        a_aux_density: shape.a_density(),
+        b_input_density: Density::all(shape.inputs),
+        b_aux_density: shape.b_density(),
+    }
+}
