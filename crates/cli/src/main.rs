@@ -1,4 +1,5 @@
-//! `zkpipe`: the command-line tool. `zkpipe info` shows the driver and devices.
+//! `zkpipe`: the command-line tool. `zkpipe info` shows the driver and devices; `zkpipe prove`
+//! runs the main job.
 
 #![forbid(unsafe_code)]
 
@@ -7,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod info;
+mod prove;
 
 /// zkpipe: a GPU proving engine for Groth16 over BLS12-381.
 #[derive(Debug, Parser)]
@@ -25,16 +27,23 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Prove a generated circuit of 2^k constraints N times through the engine (GPU when
+    /// there is one, else the CPU; `--cpu` forces it), verifying where the key is real.
+    Prove(prove::Args),
 }
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Info { json } => info::run(json),
+        Command::Prove(a) => prove::run(&a).map_err(|e| e.to_string().into()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -61,9 +61,14 @@ fn cycle<P: Copy>(pool: &[P], len: usize) -> Vec<P> {
     pool.iter().copied().cycle().take(len).collect()
 }
 
-/// A key of random points for `shape` (no trapdoor: its proofs do not verify). Points repeat
-/// from one pool so that large keys are made in seconds.
+/// A key of random points for `shape` (no trapdoor: its proofs do not verify), unchecked.
 pub fn random_key(shape: &Shape, seed: u64) -> Result<ProvingKey, ProveError> {
+    ProvingKey::new_unchecked(random_key_parts(shape, seed))
+}
+
+/// The points of [`random_key`]. Points repeat from one pool so that large keys are made in
+/// seconds.
+pub fn random_key_parts(shape: &Shape, seed: u64) -> KeyParts {
     let n = 1usize << shape.log_n;
     let g1 = g1_points(n.max(shape.aux + shape.inputs), seed);
     let b_len = shape.inputs + shape.b_density().selected();
@@ -81,14 +86,14 @@ pub fn random_key(shape: &Shape, seed: u64) -> Result<ProvingKey, ProveError> {
         ic: (0..shape.inputs).map(|_| p1(&mut r)).collect(),
     };
     let a_len = shape.inputs + shape.a_density().selected();
-    ProvingKey::new_unchecked(KeyParts {
+    KeyParts {
         vk,
         h: cycle(&g1, n - 1),
         l: cycle(&g1[1..], shape.aux),
         a: cycle(&g1[2..], a_len),
         b_g1: cycle(&g1[3..], b_len),
         b_g2: cycle(&g2, b_len),
-    })
+    }
 }
 
 /// A witness for `shape`: random evaluations over 15/16 of the domain, aux values 0 or 1

@@ -1,0 +1,93 @@
+//! On the GPU backend: the same circuits as on the CPU, with one and two workers per device
+//! and G2 on either side, give byte-identical proofs to the CPU backend's; 64 jobs submitted
+//! at once all complete and verify.
+
+mod common;
+
+use std::sync::Arc;
+
+use bellperson::Circuit;
+use blstrs::Scalar;
+use common::{cube, params, random_r1cs, rs, sha, Case};
+use zkpipe_bellperson::{proving_key, synthesize};
+use zkpipe_cuda::testing::gpu_context;
+use zkpipe_pipeline::{
+    verify, Backend, Config, Engine, G2Placement, PreparedVerifyingKey, Proof, Randomness,
+};
+
+fn engine(backend: Backend, workers: usize, g2: G2Placement) -> Engine {
+    Engine::start(Config {
+        backend,
+        workers_per_device: workers,
+        g2,
+        queue_capacity: 64,
+        ..Config::default()
+    })
+    .unwrap()
+}
+
+fn prove<C: Circuit<Scalar> + Clone>(e: &Engine, case: &Case<C>, seed: u64) -> Proof {
+    let p = params(case.setup.clone(), seed);
+    let key = Arc::new(proving_key(&p, true).unwrap());
+    let (r, s) = rs(seed ^ 1);
+    let w = synthesize(case.circuit.clone()).unwrap();
+    let proof = e
+        .submit(&key, w, Randomness::Fixed { r, s })
+        .unwrap()
+        .wait()
+        .unwrap();
+    let pvk = PreparedVerifyingKey::new(key.vk());
+    assert!(verify(&pvk, &proof, &case.inputs).unwrap(), "{}", case.name);
+    proof
+}
+
+fn all(e: &Engine) -> Vec<[u8; 192]> {
+    vec![
+        prove(e, &cube(3), 1).to_bytes(),
+        prove(e, &random_r1cs(3000, 5), 2).to_bytes(),
+        prove(e, &sha(2, 7), 3).to_bytes(),
+    ]
+}
+
+#[test]
+fn gpu_proofs_equal_cpu_proofs() {
+    if gpu_context().is_none() {
+        return;
+    }
+    let want = all(&engine(Backend::Cpu, 1, G2Placement::Cpu));
+    for (workers, g2) in [
+        (1, G2Placement::Cpu),
+        (2, G2Placement::Cpu),
+        (2, G2Placement::Gpu),
+    ] {
+        let e = engine(Backend::Gpu, workers, g2);
+        assert!(e.on_gpu());
+        assert_eq!(all(&e), want, "{workers} workers, G2 on {g2:?}");
+        let st = e.shutdown();
+        assert_eq!((st.done, st.failed), (3, 0));
+        println!("{workers} workers, {g2:?}: {st:?}");
+    }
+}
+
+#[test]
+fn sixty_four_jobs_at_once_all_verify() {
+    if gpu_context().is_none() {
+        return;
+    }
+    let e = engine(Backend::Gpu, 2, G2Placement::Gpu);
+    let case = random_r1cs(2000, 8);
+    let p = params(case.setup, 4);
+    let key = Arc::new(proving_key(&p, true).unwrap());
+    let w = synthesize(case.circuit).unwrap();
+    let handles = e
+        .submit_batch(&key, vec![w; 64], Randomness::Random)
+        .unwrap();
+    let pvk = PreparedVerifyingKey::new(key.vk());
+    let proofs: Vec<Proof> = handles.into_iter().map(|h| h.wait().unwrap()).collect();
+    for p in &proofs {
+        assert!(verify(&pvk, p, &case.inputs).unwrap());
+    }
+    let st = e.shutdown();
+    assert_eq!((st.done, st.failed), (64, 0));
+    println!("64 jobs: {st:?}");
+}

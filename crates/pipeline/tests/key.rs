@@ -1,0 +1,133 @@
+//! Keys are checked where they enter the engine; witnesses are checked against the key; the
+//! CPU prover is deterministic in r and s.
+
+use blstrs::{Fp, G1Affine, G2Affine, Scalar};
+use ff::Field;
+use group::prime::PrimeCurveAffine;
+use zkpipe_msm::MsmError;
+use zkpipe_pipeline::testgen::{random_key_parts, random_witness, Shape};
+use zkpipe_pipeline::{Backend, Config, Engine, ProveError, ProvingKey, Randomness};
+
+fn shape() -> Shape {
+    Shape {
+        log_n: 6,
+        inputs: 2,
+        aux: 50,
+        a_every: 8,
+        b_every: 3,
+    }
+}
+
+/// A point on y² = x³ + 4 that is not in the prime-order subgroup.
+fn off_subgroup() -> G1Affine {
+    (1u64..)
+        .filter_map(|k| {
+            let x = Fp::from(k);
+            let y = Option::<Fp>::from((x.square() * x + Fp::from(4u64)).sqrt())?;
+            let p = G1Affine::from_raw_unchecked(x, y, false);
+            (bool::from(p.is_on_curve()) && !bool::from(p.is_torsion_free())).then_some(p)
+        })
+        .next()
+        .unwrap()
+}
+
+/// A key point moved off the curve.
+fn off_curve(p: G1Affine) -> G1Affine {
+    G1Affine::from_raw_unchecked(p.x(), p.y() + Fp::ONE, false)
+}
+
+#[test]
+fn points_off_the_curve_or_subgroup_are_refused() {
+    let parts = random_key_parts(&shape(), 1);
+    assert!(ProvingKey::new(parts.clone()).is_ok());
+
+    let mut p = parts.clone();
+    p.l[7] = off_curve(p.l[7]);
+    let err = ProvingKey::new(p).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ProveError::Key {
+                query: "l",
+                source: MsmError::NotOnCurve { index: 7 }
+            }
+        ),
+        "{err}"
+    );
+
+    let mut p = parts.clone();
+    p.h[3] = off_subgroup();
+    let err = ProvingKey::new(p).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ProveError::Key {
+                query: "h",
+                source: MsmError::NotInSubgroup { index: 3 }
+            }
+        ),
+        "{err}"
+    );
+
+    let mut p = parts.clone();
+    p.vk.delta_g2 = G2Affine::identity();
+    assert!(matches!(
+        ProvingKey::new(p).unwrap_err(),
+        ProveError::DeltaIdentity
+    ));
+
+    let mut p = parts;
+    p.b_g2.pop();
+    let err = ProvingKey::new_unchecked(p).unwrap_err();
+    assert!(matches!(err, ProveError::Shape { .. }), "{err}");
+}
+
+#[test]
+fn witness_shapes_are_checked_and_proofs_are_deterministic() {
+    let s = shape();
+    let key = std::sync::Arc::new(ProvingKey::new(random_key_parts(&s, 2)).unwrap());
+    let engine = Engine::start(Config {
+        backend: Backend::Cpu,
+        ..Config::default()
+    })
+    .unwrap();
+    let fixed = Randomness::Fixed {
+        r: Scalar::from(3u64),
+        s: Scalar::from(5u64),
+    };
+    let w = random_witness(&s, 9);
+    let p1 = engine
+        .submit(&key, w.clone(), fixed)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let p2 = engine
+        .submit(&key, w.clone(), fixed)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(p1.to_bytes(), p2.to_bytes());
+    let other = Randomness::Fixed {
+        r: Scalar::from(4u64),
+        s: Scalar::from(5u64),
+    };
+    let p3 = engine
+        .submit(&key, w.clone(), other)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_ne!(p1, p3);
+
+    let mut bad = w.clone();
+    bad.b.pop();
+    let err = engine.submit(&key, bad, fixed).unwrap_err();
+    assert!(
+        matches!(err, ProveError::Shape { expected, got, .. } if expected == got + 1),
+        "{err}"
+    );
+    let mut bad = w;
+    bad.b_aux_density = zkpipe_msm::Density::all(s.aux);
+    let err = engine.submit(&key, bad, fixed).unwrap_err();
+    assert!(err.to_string().contains("b query points"), "{err}");
+    assert_eq!(engine.shutdown().done, 3);
+}
