@@ -51,7 +51,9 @@ pub struct Args {
 type Error = Box<dyn std::error::Error>;
 
 /// A key, a witness per proof, and public inputs when the key is real.
-fn job(a: &Args) -> Result<(ProvingKey, Vec<Witness>, Option<Vec<Scalar>>), Error> {
+type Job = (ProvingKey, Vec<Witness>, Option<Vec<Scalar>>);
+
+fn job(a: &Args) -> Result<Job, Error> {
     let n = 1usize << a.k;
     if a.k <= a.real_max {
         // A random R1CS filling the domain: n - inputs - a few constraints of its own.
