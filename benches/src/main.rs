@@ -65,7 +65,8 @@ enum Command {
         /// log2 of the sizes.
         #[arg(long, value_delimiter = ',', default_values_t = vec![20, 22, 24, 26])]
         sizes: Vec<u32>,
-        /// random or boolean.
+        /// random, boolean (0/1, half set), or mixed (Filecoin-like: 0/1 but for one in 16
+        /// random, which makes a few buckets hold most points).
         #[arg(long, default_value = "random")]
         scalars: String,
         /// Timed runs per figure (the median is reported).
@@ -113,10 +114,10 @@ fn main() -> ExitCode {
             chunk,
         } => {
             if !matches!(curve.as_str(), "g1" | "g2")
-                || !matches!(scalars.as_str(), "random" | "boolean")
+                || !matches!(scalars.as_str(), "random" | "boolean" | "mixed")
                 || !matches!(mode.as_str(), "resident" | "streamed")
             {
-                eprintln!("error: --curve takes g1 or g2, --scalars random or boolean, --mode resident or streamed");
+                eprintln!("error: --curve takes g1 or g2, --scalars random, boolean or mixed, --mode resident or streamed");
                 return ExitCode::FAILURE;
             }
             msm::run(&msm::Args {
@@ -124,6 +125,7 @@ fn main() -> ExitCode {
                 sizes,
                 runs,
                 boolean: scalars == "boolean",
+                mixed: scalars == "mixed",
                 cpu_max,
                 ec_windows,
                 streamed_chunk: (mode == "streamed").then_some(1usize << chunk.min(31)),

@@ -35,6 +35,7 @@ pub struct Args {
     pub sizes: Vec<u32>,
     pub runs: usize,
     pub boolean: bool,
+    pub mixed: bool,
     pub cpu_max: u32,
     pub ec_windows: Vec<u32>,
     /// Also time the streamed mode, with chunks of this many points.
@@ -79,7 +80,13 @@ pub fn run(a: &Args) -> BenchResult<Report> {
     let mut table = format!(
         "MSM {curve} on {}, {} scalars, {mode}; median of {runs} runs (host-timed, synchronous)\n| size | zkpipe ms | streamed ms | streamed / resident | ec-gpu-gen ms (best window) | ec-gpu-gen / zkpipe | blst CPU ms ({} threads) | all equal |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n",
         ctx.info().name,
-        if boolean { "0/1 (half set)" } else { "random" },
+        if boolean {
+            "0/1 (half set)"
+        } else if a.mixed {
+            "mixed (0/1, one in 16 random)"
+        } else {
+            "random"
+        },
         rayon::current_num_threads()
     );
     let mut rows = Vec::new();
@@ -88,6 +95,8 @@ pub fn run(a: &Args) -> BenchResult<Report> {
         let t = Instant::now();
         let s = if boolean {
             booleans(n, 2, u64::from(k))
+        } else if a.mixed {
+            mixed(n, u64::from(k))
         } else {
             scalars(n, u64::from(k))
         };
@@ -160,6 +169,17 @@ pub fn run(a: &Args) -> BenchResult<Report> {
         table,
         json: json!({"device": ctx.info().name, "curve": curve, "boolean": boolean, "runs": runs, "msm": rows}),
     })
+}
+
+/// Filecoin-like scalars: 0 or 1, but one in 16 random.
+fn mixed(n: usize, seed: u64) -> Vec<blstrs::Scalar> {
+    let r = scalars(n, seed);
+    let b = booleans(n, 2, seed ^ 1);
+    r.into_par_iter()
+        .zip(b)
+        .enumerate()
+        .map(|(i, (r, b))| if i % 16 == 7 { r } else { b })
+        .collect()
 }
 
 fn cpu_time<T>(

@@ -89,6 +89,13 @@ KERNEL void msm_scatter(const uint* __restrict__ keys, const uint* __restrict__ 
   sorted[pos] = vals[i];
 }
 
+// tasks[b] = the number of tasks of at most t points that bucket b splits into.
+KERNEL void msm_task_counts(const uint* __restrict__ counts, uint total, uint t, uint* __restrict__ tasks) {
+  const uint b = GET_GLOBAL_ID();
+  if (b >= total) return;
+  tasks[b] = (counts[b] + t - 1u) / t;
+}
+
 // Curve operations behind non-inlined wrappers: each kernel calls them in several places, and
 // inlining ec-gpu-gen's G2 formulas everywhere made an 18 MB module.
 #define MSM_OPS(NAME, AFF, JAC, P)                                                                 \
@@ -98,24 +105,45 @@ KERNEL void msm_scatter(const uint* __restrict__ keys, const uint* __restrict__ 
 
 // The curve kernels, for G1 over Fp and G2 over Fp2.
 #define MSM_CURVE(NAME, AFF, JAC, P, F, FT)                                                          \
-  /* One thread per bucket: the sum of its points (negated where the digit was negative), */  \
-  /* added to the bucket's previous sum when accumulate is set (chunk after chunk). */          \
-  KERNEL void msm_bucket_sums_##NAME(const AFF* __restrict__ bases, const uint* __restrict__ sorted, \
-                                     const uint* __restrict__ offsets, const uint* __restrict__ counts, \
-                                     uint total, uint accumulate, JAC* __restrict__ sums) {      \
-    const uint b = GET_GLOBAL_ID();                                                             \
-    if (b >= total) return;                                                                     \
-    JAC acc = accumulate ? sums[b] : P(ZERO);                                                   \
-    const uint start = offsets[b];                                                              \
-    const uint end = start + counts[b];                                                         \
+  /* Bucket sums in two steps, so that a bucket holding most of the points (0/1 scalars put */ \
+  /* half of them into bucket 1 of window 0) is summed by many threads: each task adds up */    \
+  /* to t consecutive points of one bucket; then one thread per bucket adds its tasks. */      \
+  KERNEL void msm_task_sums_##NAME(const AFF* __restrict__ bases, const uint* __restrict__ sorted, \
+                                   const uint* __restrict__ offsets, const uint* __restrict__ counts, \
+                                   const uint* __restrict__ task_offsets, const uint* __restrict__ tasks, \
+                                   uint total, uint t, JAC* __restrict__ partial) {              \
+    const uint g = GET_GLOBAL_ID();                                                             \
+    if (g >= task_offsets[total - 1] + tasks[total - 1]) return;                                \
+    /* The bucket: the last one whose first task is at or before g. */                         \
+    uint lo = 0, hi = total;                                                                    \
+    while (hi - lo > 1) {                                                                       \
+      const uint mid = (lo + hi) / 2;                                                           \
+      if (task_offsets[mid] <= g) lo = mid; else hi = mid;                                      \
+    }                                                                                           \
+    const uint start = offsets[lo] + (g - task_offsets[lo]) * t;                                \
+    const uint end = min(start + t, offsets[lo] + counts[lo]);                                  \
     const FT zero = F(ZERO);                                                                     \
+    JAC acc = P(ZERO);                                                                          \
     for (uint j = start; j < end; j++) {                                                        \
       const uint v = sorted[j];                                                                 \
       AFF p = bases[v & 0x7fffffffu];                                                           \
       if (F(eq)(p.x, zero) && F(eq)(p.y, zero)) continue; /* the identity */                   \
       if (v >> 31) p.y = F(sub)(zero, p.y);                                                     \
-      acc = msm_madd_##NAME(acc, p);                                                               \
+      acc = msm_madd_##NAME(acc, p);                                                            \
     }                                                                                           \
+    partial[g] = acc;                                                                           \
+  }                                                                                             \
+                                                                                                \
+  /* One thread per bucket: the sum of its tasks, added to the previous sum when */             \
+  /* accumulate is set (the streamed mode's later chunks). */                                   \
+  KERNEL void msm_task_reduce_##NAME(const JAC* __restrict__ partial, const uint* __restrict__ task_offsets, \
+                                     const uint* __restrict__ tasks, uint total, uint accumulate, \
+                                     JAC* __restrict__ sums) {                                  \
+    const uint b = GET_GLOBAL_ID();                                                             \
+    if (b >= total) return;                                                                     \
+    JAC acc = accumulate ? sums[b] : P(ZERO);                                                   \
+    const uint k0 = task_offsets[b];                                                            \
+    for (uint k = k0; k < k0 + tasks[b]; k++) acc = msm_add_##NAME(acc, partial[k]);            \
     sums[b] = acc;                                                                              \
   }                                                                                             \
                                                                                                 \

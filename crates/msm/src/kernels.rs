@@ -26,7 +26,8 @@ pub const IMAGE: KernelImage = KernelImage {
 /// The kernels of one curve.
 #[derive(Debug)]
 pub struct CurveKernels {
-    bucket_sums: Function,
+    task_sums: Function,
+    task_reduce: Function,
     segments: Function,
     boolean: Function,
 }
@@ -38,6 +39,7 @@ pub struct MsmKernels {
     histogram: Function,
     scan: Function,
     scatter: Function,
+    task_counts: Function,
     /// G1 kernels.
     pub g1: CurveKernels,
     /// G2 kernels.
@@ -69,7 +71,8 @@ impl MsmKernels {
         let m = Module::load(ctx, &IMAGE)?;
         let curve = |name: &str| -> Result<CurveKernels, CudaError> {
             Ok(CurveKernels {
-                bucket_sums: m.function(&format!("msm_bucket_sums_{name}"))?,
+                task_sums: m.function(&format!("msm_task_sums_{name}"))?,
+                task_reduce: m.function(&format!("msm_task_reduce_{name}"))?,
                 segments: m.function(&format!("msm_segments_{name}"))?,
                 boolean: m.function(&format!("msm_boolean_{name}"))?,
             })
@@ -79,6 +82,7 @@ impl MsmKernels {
             histogram: m.function("msm_histogram")?,
             scan: m.function("msm_scan")?,
             scatter: m.function("msm_scatter")?,
+            task_counts: m.function("msm_task_counts")?,
             g1: curve("g1")?,
             g2: curve("g2")?,
         })
@@ -178,10 +182,40 @@ impl MsmKernels {
     }
 }
 
+impl MsmKernels {
+    /// tasks[b] = ceil(counts[b] / t).
+    pub fn task_counts(
+        &self,
+        s: &Stream,
+        counts: &DeviceBuffer<u32>,
+        total: usize,
+        t: u32,
+        tasks: &mut DeviceBuffer<u32>,
+    ) -> Result<(), CudaError> {
+        need("counts", counts.len(), total)?;
+        need("tasks", tasks.len(), total)?;
+        if t == 0 {
+            return Err(CudaError::BufferTooSmall {
+                what: "task size",
+                len: 0,
+                needed: 1,
+            });
+        }
+        let t32 = u32::try_from(total).map_err(|_| CudaError::TooLarge { n: total })?;
+        // SAFETY: thread b < total reads counts[b] and writes tasks[b].
+        unsafe {
+            self.task_counts
+                .launch(s, grid(total)?, &[counts, &t32, &t, &*tasks])
+        }?;
+        Ok(())
+    }
+}
+
 impl CurveKernels {
-    /// sums[b] = the sum of bucket b's points, or sums[b] += it when `accumulate`.
+    /// partial[k] = the sum of task k's points: task j of bucket b covers its points
+    /// [j·t, (j + 1)·t). `partial` holds at least the number of tasks.
     #[allow(clippy::too_many_arguments)]
-    pub fn bucket_sums<A: Pod, J: Pod>(
+    pub fn task_sums<A: Pod, J: Pod>(
         &self,
         s: &Stream,
         bases: &DeviceBuffer<A>,
@@ -189,26 +223,77 @@ impl CurveKernels {
         sorted: &DeviceBuffer<u32>,
         offsets: &DeviceBuffer<u32>,
         counts: &DeviceBuffer<u32>,
+        tasks: (&DeviceBuffer<u32>, &DeviceBuffer<u32>),
         total: usize,
-        accumulate: bool,
-        sums: &mut DeviceBuffer<J>,
+        t: u32,
+        partial: &mut DeviceBuffer<J>,
     ) -> Result<(), CudaError> {
+        let (task_offsets, task_counts) = tasks;
         need("bases", bases.len(), n)?;
-        need("offsets", offsets.len(), total)?;
-        need("counts", counts.len(), total)?;
-        need("bucket sums", sums.len(), total)?;
+        for (what, b) in [
+            ("offsets", offsets),
+            ("counts", counts),
+            ("task offsets", task_offsets),
+            ("tasks", task_counts),
+        ] {
+            need(what, b.len(), total)?;
+        }
+        if total == 0 || t == 0 {
+            return Err(CudaError::BufferTooSmall {
+                what: "buckets",
+                len: total,
+                needed: 1,
+            });
+        }
         let t32 = u32::try_from(total).map_err(|_| CudaError::TooLarge { n: total })?;
-        // SAFETY: values index bases below n (made by `digits` from scalar indices); the
-        // offsets and counts address `sorted` within the valid entries.
+        // SAFETY: values index bases below n (made by `digits` from scalar indices); threads
+        // beyond the device-side task count return; the host sized `partial` for every task
+        // (total + m / t bounds the sum of ceil(count / t)).
         unsafe {
-            self.bucket_sums.launch(
+            self.task_sums.launch(
                 s,
-                grid(total)?,
+                grid(partial.len())?,
                 &[
                     bases,
                     sorted,
                     offsets,
                     counts,
+                    task_offsets,
+                    task_counts,
+                    &t32,
+                    &t,
+                    &*partial,
+                ],
+            )
+        }?;
+        Ok(())
+    }
+
+    /// sums[b] = the sum of bucket b's task sums (`+=` when `accumulate`).
+    pub fn task_reduce<J: Pod>(
+        &self,
+        s: &Stream,
+        partial: &DeviceBuffer<J>,
+        tasks: (&DeviceBuffer<u32>, &DeviceBuffer<u32>),
+        total: usize,
+        accumulate: bool,
+        sums: &mut DeviceBuffer<J>,
+    ) -> Result<(), CudaError> {
+        let (task_offsets, task_counts) = tasks;
+        need("task offsets", task_offsets.len(), total)?;
+        need("tasks", task_counts.len(), total)?;
+        need("bucket sums", sums.len(), total)?;
+        let t32 = u32::try_from(total).map_err(|_| CudaError::TooLarge { n: total })?;
+        // SAFETY: thread b < total reads partial[task_offsets[b] .. + tasks[b]), all written
+        // by task_sums within partial's length, and writes sums[b].
+        unsafe {
+            self.task_reduce.launch(
+                s,
+                grid(total)?,
+                &[
+                    partial,
+                    task_offsets,
+                    task_counts,
                     &t32,
                     &u32::from(accumulate),
                     &*sums,

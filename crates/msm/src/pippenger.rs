@@ -39,6 +39,9 @@ pub(crate) struct Plan {
     pub buckets: u32,
     /// Buckets per segment of the window reduction.
     pub seg: u32,
+    /// Points per bucket task (about sqrt(n)): a bucket of c points is summed by
+    /// ceil(c / t) threads.
+    pub t: u32,
 }
 
 impl Plan {
@@ -51,7 +54,15 @@ impl Plan {
             nw: 256u32.div_ceil(c),
             buckets,
             seg: buckets.min(64),
+            t: ((n.max(1) as f64).sqrt().ceil() as u32)
+                .next_power_of_two()
+                .max(32),
         }
+    }
+
+    /// An upper bound on the tasks of n points: sum of ceil(c_b / t) <= m / t + buckets.
+    pub fn max_tasks(&self) -> usize {
+        self.n * self.nw as usize / self.t as usize + self.total() + 1
     }
 
     /// All buckets of all windows.
@@ -72,7 +83,7 @@ impl Plan {
     /// Device bytes of a workspace for this plan, bucket sums of `jac` bytes each.
     pub fn workspace_bytes(&self, jac: usize) -> usize {
         let m = self.n * self.nw as usize;
-        3 * 4 * m + 3 * 4 * self.total() + jac * self.total()
+        3 * 4 * m + 5 * 4 * self.total() + jac * (self.total() + self.max_tasks())
     }
 }
 
@@ -86,6 +97,9 @@ pub(crate) struct Workspace<J> {
     counts: DeviceBuffer<u32>,
     offsets: DeviceBuffer<u32>,
     cursor: DeviceBuffer<u32>,
+    tasks: DeviceBuffer<u32>,
+    task_offsets: DeviceBuffer<u32>,
+    partial: DeviceBuffer<J>,
     sums: DeviceBuffer<J>,
 }
 
@@ -101,6 +115,9 @@ impl<J: bytemuck::Pod> Workspace<J> {
             counts: DeviceBuffer::alloc(ctx, total)?,
             offsets: DeviceBuffer::alloc(ctx, total)?,
             cursor: DeviceBuffer::alloc(ctx, total)?,
+            tasks: DeviceBuffer::alloc(ctx, total)?,
+            task_offsets: DeviceBuffer::alloc(ctx, total)?,
+            partial: DeviceBuffer::alloc(ctx, plan.max_tasks())?,
             sums: DeviceBuffer::alloc(ctx, total)?,
         })
     }
@@ -145,17 +162,23 @@ impl<J: bytemuck::Pod> Workspace<J> {
             &mut self.sorted,
         )?;
         mark(marks, 2, s)?;
-        C::kernels(k).bucket_sums(
+        k.task_counts(s, &self.counts, total, p.t, &mut self.tasks)?;
+        k.scan(s, &self.tasks, &mut self.task_offsets, total)?;
+        let ck = C::kernels(k);
+        let tasks = (&self.task_offsets, &self.tasks);
+        ck.task_sums(
             s,
             bases,
             n,
             &self.sorted,
             &self.offsets,
             &self.counts,
+            tasks,
             total,
-            accumulate,
-            &mut self.sums,
+            p.t,
+            &mut self.partial,
         )?;
+        ck.task_reduce(s, &self.partial, tasks, total, accumulate, &mut self.sums)?;
         mark(marks, 3, s)
     }
 

@@ -184,3 +184,38 @@ fn bad_input_is_an_error() {
     ));
     let _ = Scalar::random(rand::thread_rng());
 }
+
+#[test]
+fn skewed_buckets_mostly_zero_one_scalars() {
+    // 0/1 scalars with one in 16 random (a Filecoin witness): bucket 1 of window 0 gets
+    // about half of the points, which the task split must sum correctly (and in parallel).
+    let Some((_ctx, gpu, seed)) = setup() else {
+        return;
+    };
+    let cpu = CpuMsm::new();
+    for n in [5000usize, 1 << 18] {
+        let points = g1_points(n, seed ^ 77);
+        let r = scalars(n, seed ^ 78);
+        let b = booleans(n, 2, seed ^ 79);
+        let s: Vec<Scalar> = (0..n)
+            .map(|i| if i % 16 == 7 { r[i] } else { b[i] })
+            .collect();
+        let bases = Bases::new(points).unwrap();
+        let dev = gpu.upload_bases::<G1>(&bases).unwrap();
+        let want = cpu.g1(&bases, &s, None).unwrap();
+        for kind in [ScalarKind::Auto, ScalarKind::Dense] {
+            assert_eq!(
+                gpu.msm::<G1>(&dev, &s, kind).unwrap(),
+                want,
+                "n = {n}, {kind:?}"
+            );
+        }
+        let ones = vec![Scalar::ONE; n];
+        let want = cpu.g1(&bases, &ones, None).unwrap();
+        assert_eq!(
+            gpu.msm::<G1>(&dev, &ones, ScalarKind::Dense).unwrap(),
+            want,
+            "all ones"
+        );
+    }
+}
