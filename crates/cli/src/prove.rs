@@ -144,6 +144,7 @@ pub fn run(a: &Args) -> Result<(), Error> {
                 "gpu_lock_ms_per_proof": per(st.gpu_lock_ms), "upload_gbps": st.upload_gbps,
                 "vram_high_water_bytes": st.vram_high_water,
                 "vram_budget_high_water_bytes": st.vram_budget_high_water,
+                "pinned_high_water_bytes": st.pinned_high_water,
                 "done": st.done, "failed": st.failed,
             })
         );
@@ -159,9 +160,10 @@ pub fn run(a: &Args) -> Result<(), Error> {
             per(st.h_ms), per(st.g1_msm_ms), per(st.g2_msm_ms), per(st.staging_ms), per(st.gpu_lock_ms));
         if engine.on_gpu() {
             println!(
-                "uploads {:.2} GB at {:.1} GB/s; VRAM high-water {:.2} GiB measured, {:.2} GiB granted by the budget",
+                "uploads {:.2} GB at {:.1} GB/s through {:.2} GiB of pinned staging; VRAM high-water {:.2} GiB measured, {:.2} GiB granted by the budget",
                 st.uploaded_bytes as f64 / 1e9,
                 st.upload_gbps,
+                st.pinned_high_water as f64 / (1u64 << 30) as f64,
                 st.vram_high_water as f64 / (1u64 << 30) as f64,
                 st.vram_budget_high_water as f64 / (1u64 << 30) as f64
             );

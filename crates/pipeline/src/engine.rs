@@ -63,6 +63,8 @@ pub struct Config {
     pub vram_margin: usize,
     /// An upper bound on each device's VRAM budget.
     pub vram_cap: Option<usize>,
+    /// Pinned host memory per device for staging uploads. Default 1 GiB.
+    pub pinned_per_device: usize,
     /// Jobs waiting for a worker. Default 4.
     pub queue_capacity: usize,
     /// Jobs between the G1 and the G2 stage. Default 2.
@@ -84,6 +86,7 @@ impl Default for Config {
             cpu_workers: 1,
             vram_margin: 1 << 30,
             vram_cap: None,
+            pinned_per_device: 1 << 30,
             queue_capacity: 4,
             g2_capacity: 2,
             g2_threads: 1,
@@ -187,6 +190,7 @@ fn start_devices(cfg: &Config) -> Result<Vec<Arc<DeviceShared>>, ProveError> {
                 cfg.vram_cap,
                 g2,
                 cfg.keep_key_resident,
+                cfg.pinned_per_device,
             )
             .map(Arc::new)
             .map_err(|e| ProveError::device(o, e))
@@ -360,7 +364,14 @@ impl Engine {
             .iter()
             .map(|d| d.budget.stats().high_water)
             .sum();
-        self.stats.snapshot(budget)
+        let pinned = self
+            .devices
+            .iter()
+            .map(|d| d.pinned.stats().high_water)
+            .sum();
+        let mut st = self.stats.snapshot(budget);
+        st.pinned_high_water = pinned;
+        st
     }
 
     /// Stops accepting jobs, finishes every accepted one, and stops the threads.

@@ -7,18 +7,23 @@ use std::time::Instant;
 use blstrs::{G1Affine, G1Projective, G2Projective, Scalar};
 use group::prime::PrimeCurveAffine;
 use group::Group;
+use rayon::prelude::*;
+use zkpipe_cuda::Stream;
 use zkpipe_cuda::{Context, DeviceBuffer};
 use zkpipe_field::{cast, Fr};
 use zkpipe_msm::{Bases, CudaMsm, DeviceBases, ScalarKind, G1, G2};
 use zkpipe_ntt::CudaNtt;
-use zkpipe_stream::{GpuLock, VramBudget, VramGrant};
+use zkpipe_pinned::PinnedPool;
+use zkpipe_stream::{upload, GpuLock, VramBudget, VramGrant};
 
-use crate::prover::{padded, Assignment, G1Parts};
+use crate::prover::{Assignment, G1Parts};
 use crate::stats::Counters;
 use crate::{ProveError, ProvingKey};
 
 const FR: usize = 32;
 const SLACK: usize = 64 << 20;
+/// Scalars per staging copy (64 MiB): the memcpy of one overlaps the DMA of the previous.
+const STAGE_CHUNK: usize = 1 << 21;
 
 /// A key's points on one device, uploaded once and reused by every job of that key.
 #[derive(Debug)]
@@ -38,6 +43,7 @@ pub(crate) struct DeviceShared {
     pub ctx: Arc<Context>,
     pub lock: Arc<GpuLock>,
     pub budget: VramBudget,
+    pub pinned: PinnedPool,
     pub g2_on_gpu: bool,
     pub keep_resident: bool,
     baseline_used: usize,
@@ -51,14 +57,17 @@ impl DeviceShared {
         cap: Option<usize>,
         g2_on_gpu: bool,
         keep_resident: bool,
+        pinned_bytes: usize,
     ) -> Result<Self, zkpipe_cuda::Error> {
         let budget = VramBudget::from_device(&ctx, margin, cap)?;
+        let pinned = PinnedPool::new(&ctx, pinned_bytes.max(2 * STAGE_CHUNK * FR));
         let m = ctx.mem_info()?;
         Ok(Self {
             lock: GpuLock::for_device(ctx.ordinal()),
             baseline_used: m.total - m.free,
             ctx,
             budget,
+            pinned,
             g2_on_gpu,
             keep_resident,
             resident: Mutex::new(None),
@@ -84,6 +93,7 @@ fn g2_bytes(n: usize) -> usize {
 #[derive(Debug)]
 pub(crate) struct GpuWorker {
     pub dev: Arc<DeviceShared>,
+    copy: Stream,
     ntt: CudaNtt,
     msm: CudaMsm,
 }
@@ -92,6 +102,7 @@ impl GpuWorker {
     pub fn new(dev: Arc<DeviceShared>) -> Result<Self, ProveError> {
         let d = dev.ctx.ordinal();
         Ok(Self {
+            copy: Stream::new(&dev.ctx).map_err(|e| ProveError::device(d, e))?,
             ntt: CudaNtt::new(&dev.ctx).map_err(|e| ProveError::device(d, e))?,
             msm: CudaMsm::new(&dev.ctx).map_err(|e| ProveError::device(d, e))?,
             dev,
@@ -187,16 +198,42 @@ impl GpuWorker {
         Ok(Some(k))
     }
 
-    fn upload(&self, v: &[Scalar], stats: &Counters) -> Result<DeviceBuffer<Fr>, ProveError> {
+    /// Copies `v` to a new device buffer through pinned staging buffers from the device's
+    /// pool, chunk by chunk on this worker's copy stream (the memcpy of a chunk overlaps the
+    /// DMA of the one before); returns once the copies are done. `pad` zeros follow `v`.
+    fn upload(
+        &self,
+        v: &[Scalar],
+        pad: usize,
+        stats: &Counters,
+    ) -> Result<DeviceBuffer<Fr>, ProveError> {
         let t = Instant::now();
-        let b = DeviceBuffer::from_host(&self.dev.ctx, cast::scalars_as_fr(v))
-            .map_err(|e| self.err(e))?;
+        let src = cast::scalars_as_fr(v);
+        let mut dev =
+            DeviceBuffer::<Fr>::alloc(&self.dev.ctx, src.len() + pad).map_err(|e| self.err(e))?;
+        if pad > 0 {
+            dev.zero_async(&self.copy).map_err(|e| self.err(e))?;
+        }
+        for (i, chunk) in src.chunks(STAGE_CHUNK).enumerate() {
+            let mut host = self
+                .dev
+                .pinned
+                .acquire::<Fr>(chunk.len(), std::time::Duration::from_secs(60))
+                .map_err(|e| self.err(e))?;
+            host.par_chunks_mut(1 << 14)
+                .zip(chunk.par_chunks(1 << 14))
+                .for_each(|(d, s)| d.copy_from_slice(s));
+            upload(&self.copy, host, &mut dev, i * STAGE_CHUNK)
+                .map_err(|e| self.err(e))?
+                .release();
+        }
+        self.copy.synchronize().map_err(|e| self.err(e))?;
         Counters::add(&stats.upload_ns, t.elapsed());
         stats.upload_bytes.fetch_add(
             std::mem::size_of_val(v) as u64,
             std::sync::atomic::Ordering::Relaxed,
         );
-        Ok(b)
+        Ok(dev)
     }
 
     /// The H step and the G1 MSMs (and B2 when G2 runs on the GPU) of one job.
@@ -224,10 +261,11 @@ impl GpuWorker {
         let t = Instant::now();
         let [a, b, c] = abc;
         let abc_dev = if n > 1 {
+            let m = a.len();
             Some([
-                self.upload(&padded(a, n), stats)?,
-                self.upload(&padded(b, n), stats)?,
-                self.upload(&padded(c, n), stats)?,
+                self.upload(&a, n - m, stats)?,
+                self.upload(&b, n - m, stats)?,
+                self.upload(&c, n - m, stats)?,
             ])
         } else {
             None
@@ -236,9 +274,9 @@ impl GpuWorker {
         // its bases and scalars itself.
         let scalars = match &resident {
             Some(_) => Some([
-                self.upload(z.aux(), stats)?,
-                self.upload(&z.a_density.select(&z.z), stats)?,
-                self.upload(&z.b_density.select(&z.z), stats)?,
+                self.upload(z.aux(), 0, stats)?,
+                self.upload(&z.a_density.select(&z.z), 0, stats)?,
+                self.upload(&z.b_density.select(&z.z), 0, stats)?,
             ]),
             None => None,
         };

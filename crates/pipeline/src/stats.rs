@@ -49,6 +49,7 @@ impl Counters {
             },
             vram_high_water: self.vram_peak.load(Ordering::Relaxed),
             vram_budget_high_water: budget_high_water,
+            pinned_high_water: 0,
         }
     }
 }
@@ -81,4 +82,6 @@ pub struct EngineStats {
     pub vram_high_water: usize,
     /// The most bytes the VRAM budgets granted at once (summed over devices).
     pub vram_budget_high_water: usize,
+    /// The most pinned staging memory in use at once (summed over devices).
+    pub pinned_high_water: usize,
 }
