@@ -1,4 +1,5 @@
-//! `zkpipe info` exits 0 with or without a GPU, and says which.
+//! `zkpipe info` exits 0 with or without a GPU, and says which; `zkpipe prove` proves and
+//! verifies on the CPU and refuses bad options with a message.
 
 use std::process::Command;
 
@@ -35,4 +36,32 @@ fn info_json_is_valid_json() {
     assert!(out.status.success(), "{out:?}");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v.get("devices").is_some_and(|d| d.is_array()));
+}
+
+#[test]
+fn prove_on_the_cpu_verifies_every_proof() {
+    let out = zkpipe()
+        .args(["prove", "--k", "8", "--proofs", "3", "--cpu", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["verified"], 3, "{v}");
+    assert_eq!(v["done"], 3, "{v}");
+    assert_eq!(v["failed"], 0, "{v}");
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        log.contains("every stage runs on the CPU") || log.contains("engine: cpu"),
+        "{log}"
+    );
+}
+
+#[test]
+fn prove_rejects_a_bad_option_with_a_message() {
+    let out = zkpipe()
+        .args(["prove", "--k", "4", "--g2", "tpu", "--cpu"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--g2 takes cpu or gpu"));
 }
