@@ -54,28 +54,51 @@ KERNEL void msm_histogram(const uint* __restrict__ keys, unsigned long long m, u
   if (k != MSM_NO_KEY) atomicAdd(&counts[k], 1u);
 }
 
-// Exclusive prefix sum of counts[0..total) into offsets, by one block of 1024 threads.
-KERNEL void msm_scan(const uint* __restrict__ counts, uint* __restrict__ offsets, uint total) {
+// Exclusive prefix sums in three launches, so that millions of buckets scan in parallel:
+// msm_scan_tiles scans tiles of MSM_SCAN_TILE entries (1024 threads, 8 consecutive entries
+// each) and writes each tile's total; msm_scan_top scans the tile totals in place (one block,
+// up to MSM_SCAN_TILE tiles); msm_scan_add adds each tile's offset.
+#define MSM_SCAN_PER 8u
+#define MSM_SCAN_TILE (1024u * MSM_SCAN_PER)
+
+DEVICE inline void msm_scan_tile(const uint* in, uint* out, uint n, uint base, uint* total_out) {
   __shared__ uint sums[1024];
   const uint t = threadIdx.x;
-  const uint per = (total + 1023u) / 1024u;
-  const uint lo = min(t * per, total);
-  const uint hi = min(lo + per, total);
+  const uint first = base + t * MSM_SCAN_PER;
+  uint v[MSM_SCAN_PER];
   uint s = 0;
-  for (uint j = lo; j < hi; j++) s += counts[j];
+  for (uint j = 0; j < MSM_SCAN_PER; j++) {
+    v[j] = first + j < n ? in[first + j] : 0u;
+    s += v[j];
+  }
   sums[t] = s;
   __syncthreads();
   for (uint d = 1; d < 1024; d <<= 1) {
-    const uint v = t >= d ? sums[t - d] : 0u;
+    const uint x = t >= d ? sums[t - d] : 0u;
     __syncthreads();
-    sums[t] += v;
+    sums[t] += x;
     __syncthreads();
   }
   uint run = sums[t] - s;
-  for (uint j = lo; j < hi; j++) {
-    offsets[j] = run;
-    run += counts[j];
+  for (uint j = 0; j < MSM_SCAN_PER; j++) {
+    if (first + j < n) out[first + j] = run;
+    run += v[j];
   }
+  if (t == 1023 && total_out) *total_out = sums[1023];
+}
+
+KERNEL void msm_scan_tiles(const uint* __restrict__ counts, uint* __restrict__ offsets, uint total,
+                           uint* __restrict__ tile_sums) {
+  msm_scan_tile(counts, offsets, total, blockIdx.x * MSM_SCAN_TILE, &tile_sums[blockIdx.x]);
+}
+
+KERNEL void msm_scan_top(uint* tile_sums, uint tiles) {
+  msm_scan_tile(tile_sums, tile_sums, tiles, 0, (uint*)0);
+}
+
+KERNEL void msm_scan_add(uint* __restrict__ offsets, uint total, const uint* __restrict__ tile_sums) {
+  const uint i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < total) offsets[i] += tile_sums[i / MSM_SCAN_TILE];
 }
 
 // Places each valid (key, value) at the next free slot of its bucket.
@@ -170,6 +193,16 @@ KERNEL void msm_task_counts(const uint* __restrict__ counts, uint total, uint t,
       if ((lo >> bit) & 1u) extra = msm_add_##NAME(extra, acc);                                         \
     }                                                                                           \
     out[g] = msm_add_##NAME(tot, extra);                                                                \
+  }                                                                                             \
+                                                                                                \
+  /* out[g] = in[g·k] + ... + in[g·k + k - 1]: folds segment results before the read-back. */ \
+  KERNEL void msm_sum_groups_##NAME(const JAC* __restrict__ in, uint groups, uint k,           \
+                                    JAC* __restrict__ out) {                                    \
+    const uint g = GET_GLOBAL_ID();                                                             \
+    if (g >= groups) return;                                                                    \
+    JAC acc = P(ZERO);                                                                          \
+    for (uint i = 0; i < k; i++) acc = msm_add_##NAME(acc, in[(size_t)g * k + i]);              \
+    out[g] = acc;                                                                               \
   }                                                                                             \
                                                                                                 \
   /* Scalars that are 0 or 1: each thread adds the selected points of a strided share. */       \

@@ -26,6 +26,7 @@ pub const IMAGE: KernelImage = KernelImage {
 /// The kernels of one curve.
 #[derive(Debug)]
 pub struct CurveKernels {
+    sum_groups: Function,
     task_sums: Function,
     task_reduce: Function,
     segments: Function,
@@ -37,7 +38,9 @@ pub struct CurveKernels {
 pub struct MsmKernels {
     digits: Function,
     histogram: Function,
-    scan: Function,
+    scan_tiles: Function,
+    scan_top: Function,
+    scan_add: Function,
     scatter: Function,
     task_counts: Function,
     /// G1 kernels.
@@ -47,6 +50,14 @@ pub struct MsmKernels {
 }
 
 const BLOCK: u32 = 256;
+
+/// Entries per tile of the prefix-sum kernels.
+pub const SCAN_TILE: usize = 8192;
+
+/// Tiles of a prefix sum over `total` entries.
+pub fn scan_tiles(total: usize) -> usize {
+    total.div_ceil(SCAN_TILE)
+}
 
 fn need(what: &'static str, len: usize, needed: usize) -> Result<(), CudaError> {
     if len < needed {
@@ -71,6 +82,7 @@ impl MsmKernels {
         let m = Module::load(ctx, &IMAGE)?;
         let curve = |name: &str| -> Result<CurveKernels, CudaError> {
             Ok(CurveKernels {
+                sum_groups: m.function(&format!("msm_sum_groups_{name}"))?,
                 task_sums: m.function(&format!("msm_task_sums_{name}"))?,
                 task_reduce: m.function(&format!("msm_task_reduce_{name}"))?,
                 segments: m.function(&format!("msm_segments_{name}"))?,
@@ -80,7 +92,9 @@ impl MsmKernels {
         Ok(Self {
             digits: m.function("msm_digits")?,
             histogram: m.function("msm_histogram")?,
-            scan: m.function("msm_scan")?,
+            scan_tiles: m.function("msm_scan_tiles")?,
+            scan_top: m.function("msm_scan_top")?,
+            scan_add: m.function("msm_scan_add")?,
             scatter: m.function("msm_scatter")?,
             task_counts: m.function("msm_task_counts")?,
             g1: curve("g1")?,
@@ -137,24 +151,46 @@ impl MsmKernels {
         Ok(())
     }
 
-    /// offsets = exclusive prefix sum of counts[0..total).
+    /// offsets = exclusive prefix sum of counts[0..total), in tiles of [`SCAN_TILE`];
+    /// `tiles` holds at least [`scan_tiles`]`(total)` entries.
     pub fn scan(
         &self,
         s: &Stream,
         counts: &DeviceBuffer<u32>,
         offsets: &mut DeviceBuffer<u32>,
         total: usize,
+        tiles: &mut DeviceBuffer<u32>,
     ) -> Result<(), CudaError> {
         need("counts", counts.len(), total)?;
         need("offsets", offsets.len(), total)?;
+        let nt = scan_tiles(total);
+        need("scan tiles", tiles.len(), nt)?;
+        if nt > SCAN_TILE {
+            return Err(CudaError::TooLarge { n: total });
+        }
+        if total == 0 {
+            return Ok(());
+        }
         let t32 = u32::try_from(total).map_err(|_| CudaError::TooLarge { n: total })?;
-        let cfg = LaunchConfig {
-            grid: (1, 1, 1),
+        let nt32 = nt as u32;
+        let block = |grid: u32| LaunchConfig {
+            grid: (grid, 1, 1),
             block: (1024, 1, 1),
             shared_bytes: 0,
         };
-        // SAFETY: one block reads counts[0..total) and writes offsets[0..total).
-        unsafe { self.scan.launch(s, cfg, &[counts, &*offsets, &t32]) }?;
+        // SAFETY: block b reads counts and writes offsets in [b·SCAN_TILE, (b+1)·SCAN_TILE)
+        // below total, and writes tiles[b], b < nt <= tiles.len().
+        unsafe {
+            self.scan_tiles
+                .launch(s, block(nt32), &[counts, &*offsets, &t32, &*tiles])
+        }?;
+        // SAFETY: one block scans tiles[0..nt) in place, nt <= SCAN_TILE (checked).
+        unsafe { self.scan_top.launch(s, block(1), &[&*tiles, &nt32]) }?;
+        // SAFETY: thread i < total reads tiles[i / SCAN_TILE] < nt and updates offsets[i].
+        unsafe {
+            self.scan_add
+                .launch(s, grid(total)?, &[&*offsets, &t32, &*tiles])
+        }?;
         Ok(())
     }
 
@@ -326,6 +362,26 @@ impl CurveKernels {
         unsafe {
             self.segments
                 .launch(s, grid(groups)?, &[sums, &buckets, &nw, &seg, &*out])
+        }?;
+        Ok(())
+    }
+
+    /// out[g] = the sum of input[g·k .. (g + 1)·k) for g < groups.
+    pub fn sum_groups<J: Pod>(
+        &self,
+        s: &Stream,
+        input: &DeviceBuffer<J>,
+        groups: usize,
+        k: u32,
+        out: &mut DeviceBuffer<J>,
+    ) -> Result<(), CudaError> {
+        need("group inputs", input.len(), groups * k as usize)?;
+        need("group sums", out.len(), groups)?;
+        let g32 = u32::try_from(groups).map_err(|_| CudaError::TooLarge { n: groups })?;
+        // SAFETY: thread g < groups reads input[g·k .. (g + 1)·k) (checked) and writes out[g].
+        unsafe {
+            self.sum_groups
+                .launch(s, grid(groups)?, &[input, &g32, &k, &*out])
         }?;
         Ok(())
     }

@@ -219,3 +219,20 @@ fn skewed_buckets_mostly_zero_one_scalars() {
         );
     }
 }
+
+#[test]
+fn twenty_bit_windows_from_2_pow_24_match_blst() {
+    // From 2^24 points the windows are 20 bits wide (13 windows of 2^19 buckets).
+    let Some((_ctx, gpu, seed)) = setup() else {
+        return;
+    };
+    let n = 1 << 24;
+    assert_eq!(zkpipe_msm::window_bits(n), 20);
+    let bases = Bases::new_unchecked(g1_points(n, seed ^ 91));
+    let mut s = scalars(n, seed ^ 92);
+    s[5] = -Scalar::ONE;
+    s[6] = Scalar::ZERO;
+    let dev = gpu.upload_bases::<G1>(&bases).unwrap();
+    let want = CpuMsm::new().g1(&bases, &s, None).unwrap();
+    assert_eq!(gpu.msm::<G1>(&dev, &s, ScalarKind::Dense).unwrap(), want);
+}
