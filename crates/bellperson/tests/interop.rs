@@ -3,6 +3,8 @@
 //! byte for byte with the same r and s.
 
 mod common;
+#[path = "interop/gpu.rs"]
+mod gpu;
 
 use std::sync::Arc;
 

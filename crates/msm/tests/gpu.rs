@@ -13,6 +13,9 @@ use zkpipe_cuda::Context;
 use zkpipe_msm::testgen::{booleans, g1_points, g2_points, scalars};
 use zkpipe_msm::{Bases, CpuMsm, CudaError, CudaMsm, Density, Msm, MsmError, ScalarKind, G1, G2};
 
+#[path = "gpu/streamed.rs"]
+mod streamed;
+
 fn setup() -> Option<(Arc<Context>, CudaMsm, u64)> {
     let ctx = gpu_context()?;
     let msm = CudaMsm::new(&ctx).unwrap();

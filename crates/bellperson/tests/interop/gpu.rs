@@ -2,13 +2,11 @@
 //! and G2 on either side, give byte-identical proofs to the CPU backend's; 64 jobs submitted
 //! at once all complete and verify.
 
-mod common;
-
 use std::sync::Arc;
 
+use crate::common::{cube, params, random_r1cs, rs, sha, Case};
 use bellperson::Circuit;
 use blstrs::Scalar;
-use common::{cube, params, random_r1cs, rs, sha, Case};
 use zkpipe_bellperson::{proving_key, synthesize};
 use zkpipe_cuda::testing::gpu_context;
 use zkpipe_pipeline::{

@@ -1,5 +1,8 @@
 //! Keys are checked where they enter the engine; witnesses are checked against the key; the
-//! CPU prover is deterministic in r and s.
+//! CPU prover is deterministic in r and s. The GPU cases are in engine/gpu.rs.
+
+#[path = "engine/gpu.rs"]
+mod gpu;
 
 use blstrs::{Fp, G1Affine, G2Affine, Scalar};
 use ff::Field;
