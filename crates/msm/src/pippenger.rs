@@ -40,8 +40,7 @@ pub(crate) struct Plan {
     pub nw: u32,
     /// Buckets per window (signed digits: 2^(c-1)).
     pub buckets: u32,
-    /// Buckets per segment of the window reduction: 16 gives 2^15 threads at c = 16 (with 64,
-    /// 2^13 threads took 6.5 ms of a 60 ms MSM at 2^22 on the H200, 17.5 ms in G2).
+    /// Buckets per segment of the window reduction.
     pub seg: u32,
     /// Points per bucket task (about sqrt(n)): a bucket of c points is summed by
     /// ceil(c / t) threads.
@@ -57,7 +56,7 @@ impl Plan {
             c,
             nw: 256u32.div_ceil(c),
             buckets,
-            seg: buckets.min(16),
+            seg: buckets.min(64),
             t: ((n.max(1) as f64).sqrt().ceil() as u32)
                 .next_power_of_two()
                 .max(32),
