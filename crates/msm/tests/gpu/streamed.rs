@@ -6,24 +6,14 @@ use std::sync::Arc;
 use blstrs::{G1Affine, G2Affine, Scalar};
 use ff::Field;
 use group::prime::PrimeCurveAffine;
-use rand::RngCore;
-use zkpipe_cuda::testing::gpu_context;
 use zkpipe_cuda::Context;
 use zkpipe_field::{cast, layout};
 use zkpipe_msm::testgen::{booleans, g1_points, g2_points, scalars};
-use zkpipe_msm::{
-    Bases, CpuMsm, CudaError, CudaMsm, Msm, MsmError, ScalarKind, StreamOptions, G1, G2,
-};
+use zkpipe_msm::{Bases, CpuMsm, CudaError, Msm, MsmError, ScalarKind, StreamOptions, G1, G2};
 use zkpipe_pinned::PinnedBuffer;
 use zkpipe_stream::{BudgetError, Pinned, VramBudget};
 
-fn setup() -> Option<(Arc<Context>, CudaMsm, u64)> {
-    let ctx = gpu_context()?;
-    let msm = CudaMsm::new(&ctx).unwrap();
-    let seed = rand::thread_rng().next_u64();
-    println!("seed {seed}");
-    Some((ctx, msm, seed))
-}
+use super::setup;
 
 fn pinned_g1(ctx: &Arc<Context>, p: &[G1Affine]) -> PinnedBuffer<layout::G1Affine> {
     PinnedBuffer::from_slice(ctx, cast::g1_affine_as_gpu(p)).unwrap()
