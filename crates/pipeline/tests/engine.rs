@@ -134,3 +134,47 @@ fn witness_shapes_are_checked_and_proofs_are_deterministic() {
     assert!(err.to_string().contains("b query points"), "{err}");
     assert_eq!(engine.shutdown().done, 3);
 }
+
+#[test]
+fn shutdown_finishes_every_accepted_job() {
+    let s = shape();
+    let key = std::sync::Arc::new(ProvingKey::new(random_key_parts(&s, 5)).unwrap());
+    let engine = Engine::start(Config {
+        backend: Backend::Cpu,
+        queue_capacity: 16,
+        ..Config::default()
+    })
+    .unwrap();
+    let handles: Vec<_> = (0..6)
+        .map(|i| {
+            engine
+                .submit(&key, random_witness(&s, i), Randomness::Random)
+                .unwrap()
+        })
+        .collect();
+    // Shut down at once: the queue closes, and every job already accepted still completes.
+    let st = engine.shutdown();
+    assert_eq!((st.submitted, st.done, st.failed), (6, 6, 0));
+    for h in handles {
+        h.wait().unwrap();
+    }
+}
+
+#[test]
+fn a_gpu_backend_without_a_device_is_an_error_at_start() {
+    let cfg = Config {
+        backend: Backend::Gpu,
+        ..Config::default()
+    };
+    match zkpipe_cuda::testing::gpu_context() {
+        Some(_) => assert!(Engine::start(cfg).unwrap().on_gpu()),
+        None => {
+            let err = Engine::start(cfg).unwrap_err();
+            assert!(matches!(err, ProveError::Device { .. }), "{err}");
+            assert!(
+                err.to_string().contains("libcuda"),
+                "names what was tried: {err}"
+            );
+        }
+    }
+}
