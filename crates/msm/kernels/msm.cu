@@ -188,7 +188,7 @@ KERNEL void msm_task_counts(const uint* __restrict__ counts, uint total, uint t,
     }                                                                                           \
     /* tot = sum (b - lo + 1) s[b]; add lo * acc, acc being the segment's plain sum. */         \
     JAC extra = P(ZERO);                                                                        \
-    for (int bit = 31; bit >= 0; bit--) {                                                       \
+    for (int bit = 31 - __clz(lo); bit >= 0; bit--) { /* lo == 0: no iteration */             \
       extra = msm_dbl_##NAME(extra);                                                                 \
       if ((lo >> bit) & 1u) extra = msm_add_##NAME(extra, acc);                                         \
     }                                                                                           \

@@ -3,6 +3,9 @@
 use blstrs::Scalar;
 use group::prime::PrimeCurveAffine;
 use rayon::prelude::*;
+use std::sync::Arc;
+use zkpipe_cuda::Context;
+use zkpipe_pinned::PinnableVec;
 
 use crate::MsmError;
 
@@ -32,10 +35,11 @@ impl Point for blstrs::G2Affine {
     }
 }
 
-/// The bases of an MSM (a proving key's points), shared read-only by every call.
+/// The bases of an MSM (a proving key's points), shared read-only by every call. They can be
+/// page-locked in place ([`Bases::pin`]) so that uploads read them at pinned speed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Bases<P> {
-    points: Vec<P>,
+    points: PinnableVec<P>,
 }
 
 impl<P: Point> Bases<P> {
@@ -47,13 +51,28 @@ impl<P: Point> Bases<P> {
         if let Some(index) = points.par_iter().position_first(|p| !p.in_subgroup()) {
             return Err(MsmError::NotInSubgroup { index });
         }
-        Ok(Self { points })
+        Ok(Self {
+            points: PinnableVec::new(points),
+        })
     }
 
     /// Keeps the points without checking them: for keys that were checked before (a key
     /// loaded from a trusted file). Points off the curve give wrong results, not errors.
     pub fn new_unchecked(points: Vec<P>) -> Self {
-        Self { points }
+        Self {
+            points: PinnableVec::new(points),
+        }
+    }
+
+    /// Page-locks the points in place (once; later calls return `Ok(false)`), so that every
+    /// upload of them is a DMA from this memory. About 60 ms per GiB.
+    pub fn pin(&self, ctx: &Arc<Context>) -> Result<bool, zkpipe_pinned::Error> {
+        self.points.pin(ctx)
+    }
+
+    /// True once [`Bases::pin`] has page-locked the points.
+    pub fn is_pinned(&self) -> bool {
+        self.points.is_pinned()
     }
 
     /// The points.

@@ -187,6 +187,25 @@ impl CudaMsm {
         })
     }
 
+    /// As [`CudaMsm::upload_bases`], followed by `extra` identity points (all zeros) on the
+    /// device: for a query one point shorter than its scalars (a proving key's h). The copy
+    /// reads `bases` in place (at pinned speed when they are pinned).
+    pub fn upload_bases_padded<C: GpuCurve>(
+        &self,
+        bases: &Bases<C::Affine>,
+        extra: usize,
+    ) -> Result<DeviceBases<C>, CudaError> {
+        let n = bases.len();
+        let len = n.checked_add(extra).ok_or(CudaError::TooLarge { n })?;
+        let mut buf = DeviceBuffer::<C::GpuAffine>::alloc(&self.ctx, len)?;
+        if extra > 0 {
+            buf.zero_async(&self.stream)?;
+            self.stream.synchronize()?;
+        }
+        buf.copy_from_host_at(0, C::view(bases.points()))?;
+        Ok(DeviceBases { buf })
+    }
+
     /// sum scalars[i] · bases[i] with the bases on the device.
     pub fn msm<C: GpuCurve>(
         &self,
@@ -327,7 +346,8 @@ impl CudaMsm {
         &self.ctx
     }
 
-    pub(crate) fn stream(&self) -> &Stream {
+    /// The stream the MSM kernels run on (to record events around them).
+    pub fn stream(&self) -> &Stream {
         &self.stream
     }
 }

@@ -67,11 +67,19 @@ fn need(what: &'static str, len: usize, needed: usize) -> Result<(), CudaError> 
 }
 
 fn grid(m: usize) -> Result<LaunchConfig, CudaError> {
-    let blocks = m.div_ceil(BLOCK as usize).max(1);
+    grid_of(m, BLOCK)
+}
+
+/// Small blocks for the window reduction: a few thousand long-running threads, spread over
+/// every SM instead of packed onto a few.
+const SMALL_BLOCK: u32 = 64;
+
+fn grid_of(m: usize, block: u32) -> Result<LaunchConfig, CudaError> {
+    let blocks = m.div_ceil(block as usize).max(1);
     let blocks = u32::try_from(blocks).map_err(|_| CudaError::TooLarge { n: m })?;
     Ok(LaunchConfig {
         grid: (blocks, 1, 1),
-        block: (BLOCK, 1, 1),
+        block: (block, 1, 1),
         shared_bytes: 0,
     })
 }
@@ -360,8 +368,11 @@ impl CurveKernels {
         need("segment results", out.len(), groups)?;
         // SAFETY: thread g < nw * segs reads sums[w * buckets + lo .. + seg) and writes out[g].
         unsafe {
-            self.segments
-                .launch(s, grid(groups)?, &[sums, &buckets, &nw, &seg, &*out])
+            self.segments.launch(
+                s,
+                grid_of(groups, SMALL_BLOCK)?,
+                &[sums, &buckets, &nw, &seg, &*out],
+            )
         }?;
         Ok(())
     }
@@ -381,7 +392,7 @@ impl CurveKernels {
         // SAFETY: thread g < groups reads input[g·k .. (g + 1)·k) (checked) and writes out[g].
         unsafe {
             self.sum_groups
-                .launch(s, grid(groups)?, &[input, &g32, &k, &*out])
+                .launch(s, grid_of(groups, SMALL_BLOCK)?, &[input, &g32, &k, &*out])
         }?;
         Ok(())
     }

@@ -5,12 +5,16 @@
 //!   allocating pinned memory costs seconds per few GiB.
 //! - [`RegisteredVec`]: a caller's `Vec<T>` page-locked in place (`cuMemHostRegister`), so it
 //!   uploads at pinned speed without a copy.
+//! - [`PinnableVec`]: a read-only vector page-locked in place on first request, through a
+//!   shared reference (a proving key's points).
 
 mod buffer;
+mod pinnable;
 mod pool;
 mod register;
 
 pub use buffer::PinnedBuffer;
+pub use pinnable::PinnableVec;
 pub use pool::{PinnedPool, PoolStats, PooledBuffer};
 pub use register::RegisteredVec;
 

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use zkpipe_cuda::testing::gpu_context;
 use zkpipe_cuda::{DeviceBuffer, Stream};
-use zkpipe_pinned::{Error, PinnedBuffer, PinnedPool, RegisteredVec};
+use zkpipe_pinned::{Error, PinnableVec, PinnedBuffer, PinnedPool, RegisteredVec};
 
 #[test]
 fn pinned_buffer_is_zeroed_and_writable() {
@@ -116,4 +116,30 @@ fn registered_vec_uploads_and_returns_the_vector() {
     assert_eq!(dev.to_vec().unwrap(), v);
     let empty = RegisteredVec::<u32>::new(&ctx, Vec::new()).unwrap();
     assert!(empty.into_inner().unwrap().is_empty());
+}
+
+#[test]
+fn pinnable_vec_pins_once_in_place_and_unpins_on_drop() {
+    let Some(ctx) = gpu_context() else { return };
+    let v = PinnableVec::new((0..1_000_000u32).collect::<Vec<_>>());
+    let before = v.as_ptr();
+    assert!(!v.is_pinned());
+    assert!(v.pin(&ctx).unwrap(), "the first pin registers");
+    // A second registration of the same range would be a driver error; pin must skip it.
+    assert!(!v.pin(&ctx).unwrap());
+    assert!(v.is_pinned());
+    assert_eq!(v.as_ptr(), before, "pinned in place, not copied");
+    let copy = v.clone();
+    assert!(!copy.is_pinned(), "a clone is a new, unpinned vector");
+    assert_eq!(copy, v);
+    let stream = Stream::new(&ctx).unwrap();
+    let mut dev = DeviceBuffer::<u32>::alloc(&ctx, v.len()).unwrap();
+    // SAFETY: `v` lives until after the synchronize.
+    unsafe { dev.copy_from_host_async_at(0, &v, &stream) }.unwrap();
+    stream.synchronize().unwrap();
+    assert_eq!(dev.to_vec().unwrap(), *v);
+    drop(v);
+    ctx.check_err().expect("unregistering on drop failed");
+    let empty = PinnableVec::<u32>::new(Vec::new());
+    assert!(!empty.pin(&ctx).unwrap(), "nothing to register");
 }

@@ -75,6 +75,10 @@ pub struct Config {
     pub g2: G2Placement,
     /// Keep a proving key's points on the device across jobs when the budget allows.
     pub keep_key_resident: bool,
+    /// Page-lock a proving key's points in host memory when its first job is submitted to
+    /// a GPU engine ([`ProvingKey::pin`]): uploads of them are then DMA at full speed.
+    /// Default true.
+    pub pin_key: bool,
 }
 
 impl Default for Config {
@@ -92,6 +96,7 @@ impl Default for Config {
             g2_threads: 1,
             g2: G2Placement::Cpu,
             keep_key_resident: true,
+            pin_key: true,
         }
     }
 }
@@ -164,6 +169,7 @@ pub struct Engine {
     next_id: AtomicU64,
     stop_sampler: Arc<AtomicBool>,
     description: String,
+    pin_key: bool,
 }
 
 impl std::fmt::Debug for Engine {
@@ -293,6 +299,7 @@ impl Engine {
             next_id: AtomicU64::new(1),
             stop_sampler,
             description,
+            pin_key: cfg.pin_key,
         })
     }
 
@@ -306,8 +313,36 @@ impl Engine {
         !self.devices.is_empty()
     }
 
+    /// Page-locks `key`'s points in host memory (on a GPU engine with `pin_key`; once per
+    /// key). [`Engine::submit`] does this for a key's first job; call it earlier to keep the
+    /// cost (about 60 ms per GiB) out of the first job's latency. A key that cannot be locked
+    /// is an error naming why; the engine can still prove with it (`pin_key: false`).
+    pub fn load_key(&self, key: &ProvingKey) -> Result<(), ProveError> {
+        let Some(dev) = self.devices.first() else {
+            return Ok(());
+        };
+        if !self.pin_key || key.is_pinned() {
+            return Ok(());
+        }
+        let t = Instant::now();
+        let bytes = key.pin(&dev.ctx)?;
+        if bytes > 0 {
+            self.stats
+                .key_pinned_bytes
+                .fetch_add(bytes as u64, Ordering::Relaxed);
+            tracing::info!(
+                key = key.id(),
+                bytes,
+                ms = t.elapsed().as_secs_f64() * 1e3,
+                "proving key page-locked in host memory"
+            );
+        }
+        Ok(())
+    }
+
     /// Submits a job. The witness is checked against the key here; a bad one is an error
-    /// now, not a failed job later. Blocks while the job queue is full.
+    /// now, not a failed job later. The key's first job page-locks it ([`Engine::load_key`]).
+    /// Blocks while the job queue is full.
     pub fn submit(
         &self,
         key: &Arc<ProvingKey>,
@@ -315,6 +350,7 @@ impl Engine {
         randomness: Randomness,
     ) -> Result<JobHandle, ProveError> {
         witness.check(key)?;
+        self.load_key(key)?;
         let (r, s) = match randomness {
             Randomness::Fixed { r, s } => (r, s),
             Randomness::Random => {
@@ -408,7 +444,14 @@ fn worker(kind: WorkerKind, jobs: Receiver<Job>, out: Sender<G1Done>, stats: Arc
             s,
             reply,
         } = job;
-        let span = tracing::info_span!("g1", job = id, n = key.domain_size());
+        let span = tracing::info_span!(
+            "g1",
+            job = id,
+            n = key.domain_size(),
+            upload_bytes = tracing::field::Empty,
+            h_gpu_ms = tracing::field::Empty,
+            msm_gpu_ms = tracing::field::Empty,
+        );
         let _e = span.enter();
         let run = catch_unwind(AssertUnwindSafe(|| -> Result<_, ProveError> {
             let z = Assignment::take(&mut witness);

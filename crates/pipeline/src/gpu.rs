@@ -5,11 +5,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use blstrs::{G1Affine, G1Projective, G2Projective, Scalar};
-use group::prime::PrimeCurveAffine;
 use group::Group;
 use rayon::prelude::*;
-use zkpipe_cuda::Stream;
-use zkpipe_cuda::{Context, DeviceBuffer};
+use zkpipe_cuda::{Context, DeviceBuffer, Event, Stream};
 use zkpipe_field::{cast, Fr};
 use zkpipe_msm::{Bases, CudaMsm, DeviceBases, ScalarKind, G1, G2};
 use zkpipe_ntt::CudaNtt;
@@ -78,6 +76,25 @@ impl DeviceShared {
         if let Ok(m) = self.ctx.mem_info() {
             stats.peak((m.total - m.free).saturating_sub(self.baseline_used));
         }
+    }
+}
+
+/// Timing events around the H step (0..1) and the MSMs (2..3), read once they completed.
+struct Marks([Event; 4]);
+
+impl Marks {
+    fn new(ctx: &Arc<Context>) -> Result<Self, zkpipe_cuda::Error> {
+        let e = || Event::timed(ctx);
+        Ok(Self([e()?, e()?, e()?, e()?]))
+    }
+
+    fn record(&self, i: usize, stream: &Stream) -> Result<(), zkpipe_cuda::Error> {
+        self.0[i].record(stream)
+    }
+
+    /// Milliseconds on the device from mark `a` to mark `b`.
+    fn ms(&self, a: usize, b: usize) -> Result<f64, zkpipe_cuda::Error> {
+        Ok(f64::from(self.0[a].elapsed_ms(&self.0[b])?))
     }
 }
 
@@ -168,11 +185,12 @@ impl GpuWorker {
         }
         let grant = self.dev.budget.acquire(bytes, None)?;
         let t = Instant::now();
-        let mut h = key.h.points().to_vec();
-        h.push(G1Affine::identity());
         let up = |b: &Bases<G1Affine>| self.msm.upload_bases::<G1>(b).map_err(|e| self.err(e));
         let k = Arc::new(ResidentKey {
-            h: up(&Bases::new_unchecked(h))?,
+            h: self
+                .msm
+                .upload_bases_padded::<G1>(&key.h, 1)
+                .map_err(|e| self.err(e))?,
             l: up(&key.l)?,
             a: up(&key.a)?,
             b_g1: up(&key.b_g1)?,
@@ -191,6 +209,7 @@ impl GpuWorker {
             device = self.ordinal(),
             key = key.id(),
             bytes,
+            pinned = key.is_pinned(),
             ms = t.elapsed().as_secs_f64() * 1e3,
             "proving key resident on the device"
         );
@@ -280,23 +299,38 @@ impl GpuWorker {
             ]),
             None => None,
         };
+        let staged_bytes = FR
+            * (abc_dev.as_ref().map_or(0, |_| 3 * a.len())
+                + scalars.as_ref().map_or(0, |_| {
+                    z.aux().len() + z.a_density.selected() + z.b_density.selected()
+                }));
         Counters::add(&stats.stage_ns, t.elapsed());
         self.dev.sample(stats);
         tracing::debug!(job, n, bytes = needed, "staged");
 
         let guard = self.dev.lock.lock();
         let t = Instant::now();
+        let marks = Marks::new(&self.dev.ctx).map_err(|e| self.err(e))?;
+        marks
+            .record(0, self.ntt.stream())
+            .map_err(|e| self.err(e))?;
         let h_dev = match abc_dev {
             Some([a, b, c]) => {
                 let h = self.ntt.h_step_device(a, b, c)?;
-                self.ntt.synchronize()?;
                 Some(h)
             }
             None => None,
         };
+        marks
+            .record(1, self.ntt.stream())
+            .map_err(|e| self.err(e))?;
+        self.ntt.synchronize()?;
         Counters::add(&stats.h_ns, t.elapsed());
         self.dev.sample(stats);
         let t = Instant::now();
+        marks
+            .record(2, self.msm.stream())
+            .map_err(|e| self.err(e))?;
         let e = |q: &'static str| {
             move |e: zkpipe_msm::CudaError| ProveError::Msm {
                 query: q,
@@ -358,12 +392,33 @@ impl GpuWorker {
                 (parts, b2)
             }
         };
+        marks
+            .record(3, self.msm.stream())
+            .map_err(|e| self.err(e))?;
         Counters::add(&stats.g1_ns, t.elapsed());
         self.dev.sample(stats);
         self.dev.ctx.synchronize().map_err(|e| self.err(e))?;
+        let lock_ms = guard.held_for().as_secs_f64() * 1e3;
         Counters::add(&stats.lock_ns, guard.held_for());
         drop(guard);
         drop(grant);
+        let h_gpu_ms = marks.ms(0, 1).map_err(|e| self.err(e))?;
+        let msm_gpu_ms = marks.ms(2, 3).map_err(|e| self.err(e))?;
+        Counters::add_ms(&stats.h_gpu_ns, h_gpu_ms);
+        Counters::add_ms(&stats.msm_gpu_ns, msm_gpu_ms);
+        let span = tracing::Span::current();
+        span.record("upload_bytes", staged_bytes);
+        span.record("h_gpu_ms", h_gpu_ms);
+        span.record("msm_gpu_ms", msm_gpu_ms);
+        tracing::info!(
+            job,
+            n,
+            upload_bytes = staged_bytes,
+            h_gpu_ms,
+            msm_gpu_ms,
+            lock_ms,
+            "g1 stage done"
+        );
         Ok((parts, b2))
     }
 }

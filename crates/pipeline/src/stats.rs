@@ -17,11 +17,18 @@ pub(crate) struct Counters {
     pub upload_bytes: AtomicU64,
     pub upload_ns: AtomicU64,
     pub vram_peak: AtomicUsize,
+    pub key_pinned_bytes: AtomicU64,
+    pub h_gpu_ns: AtomicU64,
+    pub msm_gpu_ns: AtomicU64,
 }
 
 impl Counters {
     pub fn add(c: &AtomicU64, d: Duration) {
         c.fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    pub fn add_ms(c: &AtomicU64, ms: f64) {
+        c.fetch_add((ms * 1e6) as u64, Ordering::Relaxed);
     }
 
     pub fn peak(&self, bytes: usize) {
@@ -39,6 +46,8 @@ impl Counters {
             h_ms: ms(&self.h_ns),
             g1_msm_ms: ms(&self.g1_ns),
             g2_msm_ms: ms(&self.g2_ns),
+            h_gpu_ms: ms(&self.h_gpu_ns),
+            msm_gpu_ms: ms(&self.msm_gpu_ns),
             staging_ms: ms(&self.stage_ns),
             gpu_lock_ms: ms(&self.lock_ns),
             uploaded_bytes: bytes,
@@ -50,6 +59,7 @@ impl Counters {
             vram_high_water: self.vram_peak.load(Ordering::Relaxed),
             vram_budget_high_water: budget_high_water,
             pinned_high_water: 0,
+            key_pinned_bytes: self.key_pinned_bytes.load(Ordering::Relaxed),
         }
     }
 }
@@ -67,8 +77,13 @@ pub struct EngineStats {
     pub h_ms: f64,
     /// Time in the G1 MSMs (ms).
     pub g1_msm_ms: f64,
-    /// Time in the G2 MSM (ms).
+    /// Time in the G2 MSM on the CPU (ms).
     pub g2_msm_ms: f64,
+    /// Device time of the H step, measured with CUDA events (ms; 0 on the CPU backend).
+    pub h_gpu_ms: f64,
+    /// Device time of a job's MSMs (G1, and B2 when it runs on the GPU), measured with CUDA
+    /// events (ms; 0 on the CPU backend).
+    pub msm_gpu_ms: f64,
     /// Time staging uploads outside the GPU lock (ms).
     pub staging_ms: f64,
     /// Time the GPU lock was held (ms).
@@ -84,4 +99,6 @@ pub struct EngineStats {
     pub vram_budget_high_water: usize,
     /// The most pinned staging memory in use at once (summed over devices).
     pub pinned_high_water: usize,
+    /// Bytes of proving-key points the engine page-locked in host memory.
+    pub key_pinned_bytes: u64,
 }

@@ -72,3 +72,81 @@ fn a_job_too_large_for_the_budget_is_an_error_and_the_engine_goes_on() {
     let want = cpu.submit(&key, w, fixed).unwrap().wait().unwrap();
     assert_eq!(gpu.to_bytes(), want.to_bytes());
 }
+
+#[test]
+fn a_pinned_key_proves_resident_and_uploaded_per_msm_with_event_timed_stages() {
+    if gpu_context().is_none() {
+        return;
+    }
+    let fixed = Randomness::Fixed {
+        r: Scalar::from(11u64),
+        s: Scalar::from(13u64),
+    };
+    let sh = shape(12);
+    let key = Arc::new(random_key(&sh, 5).unwrap());
+    let w = random_witness(&sh, 6);
+    let cpu = Engine::start(Config {
+        backend: Backend::Cpu,
+        ..Config::default()
+    })
+    .unwrap();
+    let want = cpu.submit(&key, w.clone(), fixed).unwrap().wait().unwrap();
+    assert!(!key.is_pinned(), "the CPU engine does not lock memory");
+    for resident in [true, false] {
+        let engine = Engine::start(Config {
+            backend: Backend::Gpu,
+            keep_key_resident: resident,
+            g2: G2Placement::Gpu,
+            ..Config::default()
+        })
+        .unwrap();
+        let jobs = engine
+            .submit_batch(&key, vec![w.clone(), w.clone()], fixed)
+            .unwrap();
+        for j in jobs {
+            assert_eq!(
+                j.wait().unwrap().to_bytes(),
+                want.to_bytes(),
+                "resident {resident}"
+            );
+        }
+        assert!(key.is_pinned());
+        let st = engine.shutdown();
+        // Only the first engine locks the key; the second finds it locked.
+        let locked = if resident { key.bytes() as u64 } else { 0 };
+        assert_eq!(st.key_pinned_bytes, locked, "resident {resident}");
+        assert!(st.h_gpu_ms > 0.0 && st.msm_gpu_ms > 0.0, "{st:?}");
+        assert!(st.h_gpu_ms <= st.h_ms + 1.0, "{st:?}");
+    }
+}
+
+#[test]
+fn an_unpinned_key_still_proves() {
+    if gpu_context().is_none() {
+        return;
+    }
+    let fixed = Randomness::Fixed {
+        r: Scalar::from(2u64),
+        s: Scalar::from(3u64),
+    };
+    let sh = shape(8);
+    let key = Arc::new(random_key(&sh, 7).unwrap());
+    let w = random_witness(&sh, 8);
+    let gpu = Engine::start(Config {
+        backend: Backend::Gpu,
+        pin_key: false,
+        keep_key_resident: false,
+        ..Config::default()
+    })
+    .unwrap();
+    let got = gpu.submit(&key, w.clone(), fixed).unwrap().wait().unwrap();
+    assert!(!key.is_pinned());
+    assert_eq!(gpu.shutdown().key_pinned_bytes, 0);
+    let cpu = Engine::start(Config {
+        backend: Backend::Cpu,
+        ..Config::default()
+    })
+    .unwrap();
+    let want = cpu.submit(&key, w, fixed).unwrap().wait().unwrap();
+    assert_eq!(got.to_bytes(), want.to_bytes());
+}
