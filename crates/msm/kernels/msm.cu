@@ -157,6 +157,32 @@ KERNEL void msm_task_counts(const uint* __restrict__ counts, uint total, uint t,
     partial[g] = acc;                                                                           \
   }                                                                                             \
                                                                                                 \
+  KERNEL void msm_task_sums_inline_##NAME(const AFF* __restrict__ bases, const uint* __restrict__ sorted, \
+                                   const uint* __restrict__ offsets, const uint* __restrict__ counts, \
+                                   const uint* __restrict__ task_offsets, const uint* __restrict__ tasks, \
+                                   uint total, uint t, JAC* __restrict__ partial) {              \
+    const uint g = GET_GLOBAL_ID();                                                             \
+    if (g >= task_offsets[total - 1] + tasks[total - 1]) return;                                \
+    /* The bucket: the last one whose first task is at or before g. */                         \
+    uint lo = 0, hi = total;                                                                    \
+    while (hi - lo > 1) {                                                                       \
+      const uint mid = (lo + hi) / 2;                                                           \
+      if (task_offsets[mid] <= g) lo = mid; else hi = mid;                                      \
+    }                                                                                           \
+    const uint start = offsets[lo] + (g - task_offsets[lo]) * t;                                \
+    const uint end = min(start + t, offsets[lo] + counts[lo]);                                  \
+    const FT zero = F(ZERO);                                                                     \
+    JAC acc = P(ZERO);                                                                          \
+    for (uint j = start; j < end; j++) {                                                        \
+      const uint v = sorted[j];                                                                 \
+      AFF p = bases[v & 0x7fffffffu];                                                           \
+      if (F(eq)(p.x, zero) && F(eq)(p.y, zero)) continue; /* the identity */                   \
+      if (v >> 31) p.y = F(sub)(zero, p.y);                                                     \
+      acc = P(add_mixed)(acc, p); /* inlined in the hot loop */                                \
+    }                                                                                           \
+    partial[g] = acc;                                                                           \
+  }                                                                                             \
+                                                                                                \
   /* One thread per bucket: the sum of its tasks, added to the previous sum when */             \
   /* accumulate is set (the streamed mode's later chunks). */                                   \
   KERNEL void msm_task_reduce_##NAME(const JAC* __restrict__ partial, const uint* __restrict__ task_offsets, \

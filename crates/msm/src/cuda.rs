@@ -310,8 +310,10 @@ impl CudaMsm {
     ) -> Result<C::Projective, CudaError> {
         let n = scalars.len();
         let plan = Plan::new(n);
+        let t = std::time::Instant::now();
         let mut ws = Workspace::<C::Jacobian>::alloc(&self.ctx, plan)?;
         let mut out = DeviceBuffer::<C::Jacobian>::alloc(&self.ctx, plan.out_len())?;
+        let alloc_ms = t.elapsed().as_secs_f64() * 1e3;
         let marks: Option<[Event; 5]> = if tracing::enabled!(tracing::Level::DEBUG) {
             let e = || Event::timed(&self.ctx);
             Some([e()?, e()?, e()?, e()?, e()?])
@@ -331,6 +333,7 @@ impl CudaMsm {
                 sort_ms = ms(1, 2),
                 buckets_ms = ms(2, 3),
                 windows_ms = ms(3, 4),
+                alloc_ms,
                 "msm.pippenger"
             );
         }

@@ -209,8 +209,10 @@ impl CudaMsm {
         let n = bases.len();
         let plan = schedule(n, chunk);
         let chunks = plan.len();
+        let t = std::time::Instant::now();
         let mut sl = self.slots::<C>(chunk, out)?;
         let mut host = PinnedBuffer::<C::Jacobian>::new(self.context(), chunks * out)?;
+        let alloc_ms = t.elapsed().as_secs_f64() * 1e3;
         let compute = self.stream();
         let ran = copy_scope(|sc| -> Result<(), CudaError> {
             let mut dst = PinnedMut::new(&mut host).chunks(out).into_iter();
@@ -257,6 +259,13 @@ impl CudaMsm {
         let settled = compute.synchronize();
         ran??;
         settled?;
+        tracing::debug!(
+            n,
+            chunks,
+            alloc_ms,
+            loop_ms = t.elapsed().as_secs_f64() * 1e3 - alloc_ms,
+            "msm.streamed chunks"
+        );
         Ok(host)
     }
 
@@ -270,7 +279,9 @@ impl CudaMsm {
         // read-back happen once, after the last chunk: a per-chunk reduction cost about 14 ms
         // a chunk at 2^22 on the H200 (streamed 2^24 took 1.25x the resident time with it).
         let plan = Plan::new(chunk);
+        let t = std::time::Instant::now();
         let mut ws = Workspace::<C::Jacobian>::alloc(self.context(), plan)?;
+        let ws_ms = t.elapsed().as_secs_f64() * 1e3;
         let (k, s) = (self.kernels(), self.stream());
         let mut first = true;
         self.stream_chunks::<C, _>(bases, scalars, chunk, 0, |p, x, len, _| {
@@ -278,10 +289,17 @@ impl CudaMsm {
             ws.buckets::<C>(k, s, p, x, len, acc, None)
         })?;
         let mut out = DeviceBuffer::<C::Jacobian>::alloc(self.context(), plan.out_len())?;
+        let t = std::time::Instant::now();
         ws.windows::<C>(k, s, &mut out, None)?;
         s.synchronize()?;
         drop(ws);
-        Ok(combine::<C>(&plan, &out.to_vec()?))
+        let sum = combine::<C>(&plan, &out.to_vec()?);
+        tracing::debug!(
+            workspace_ms = ws_ms,
+            windows_ms = t.elapsed().as_secs_f64() * 1e3,
+            "msm.streamed dense"
+        );
+        Ok(sum)
     }
 
     fn streamed_boolean<C: GpuCurve>(

@@ -34,6 +34,27 @@ DEVICE inline FR zk_power(const FR* lo, const FR* hi, uint e, uint lo_bits) {
   return FR_(mul)(zk_load(lo + l), zk_load(hi + h));
 }
 
+// w^e from a full table of w^j for j < n/2 (w^(j + n/2) = -w^j): one load instead of two
+// loads and a multiplication.
+DEVICE inline FR zk_twiddle(const FR* full, uint e, uint half) {
+  if (e < half) return zk_load(full + e);
+  return FR_(sub)(FR_(ZERO), zk_load(full + (e - half)));
+}
+
+// w^e from the full table when there is one, else from the two-level tables.
+DEVICE inline FR zk_root(const FR* full, const FR* lo, const FR* hi, uint e, uint lo_bits,
+                         uint half) {
+  return full ? zk_twiddle(full, e, half) : zk_power(lo, hi, e, lo_bits);
+}
+
+// out[i] = w^i for i < count, from the two-level tables (builds a full table).
+KERNEL void ntt_expand(const FR* __restrict__ lo, const FR* __restrict__ hi, uint lo_bits,
+                       uint count, FR* __restrict__ out) {
+  const uint i = GET_GLOBAL_ID();
+  if (i >= count) return;
+  zk_store(out + i, zk_power(lo, hi, i, lo_bits));
+}
+
 // Shared memory holds elements word-sliced (word j of element i at s[j * stride + i]), so that
 // a warp touching consecutive elements touches 32 different banks.
 DEVICE inline FR zk_sget(const uint* s, uint stride, uint i) {
@@ -53,8 +74,10 @@ DEVICE inline void zk_sput(uint* s, uint stride, uint i, const FR v) {
 // pass (natural order after the last). After ec-gpu-gen's radix_fft (itself after bealto.com's
 // GPU FFT), with table twiddles instead of per-thread powers and word-sliced shared memory.
 // Grid: n >> deg blocks of 2^(deg-1) threads; dynamic shared memory: 3 * 2^(deg-1) elements.
+// `full` (may be null): w^j for j < n/2, used instead of the two-level tables.
 KERNEL void ntt_pass(const FR* __restrict__ x, FR* __restrict__ y, const FR* __restrict__ lo,
-                     const FR* __restrict__ hi, uint lo_bits, uint lgn, uint lgp, uint deg) {
+                     const FR* __restrict__ hi, uint lo_bits, const FR* __restrict__ full,
+                     uint lgn, uint lgp, uint deg) {
   extern __shared__ uint zk_words[];
   const uint count = 1u << deg;
   const uint counth = count >> 1;
@@ -68,11 +91,12 @@ KERNEL void ntt_pass(const FR* __restrict__ x, FR* __restrict__ y, const FR* __r
   x += index;
   y += (((size_t)(index - k)) << deg) + k;
 
-  zk_sput(pq, counth, lid, zk_power(lo, hi, lid << (lgn - deg), lo_bits));
+  const uint half = 1u << (lgn - 1);
+  zk_sput(pq, counth, lid, zk_root(full, lo, hi, lid << (lgn - deg), lo_bits, half));
   const uint shift = lgn - lgp - deg;
   for (uint i = lid; i < count; i += counth) {
     FR v = zk_load(x + i * t);
-    if (k != 0 && i != 0) v = FR_(mul)(v, zk_power(lo, hi, (k * i) << shift, lo_bits));
+    if (k != 0 && i != 0) v = FR_(mul)(v, zk_root(full, lo, hi, (k * i) << shift, lo_bits, half));
     zk_sput(u, count, i, v);
   }
   __syncthreads();

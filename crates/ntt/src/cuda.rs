@@ -12,7 +12,7 @@ use zkpipe_pinned::PinnedMemory;
 use zkpipe_stream::upload;
 
 use crate::domain::{coset_generator, vanishing_inverse_on_coset, Domain};
-use crate::kernels::{NttKernels, PowerTables, MAX_DEG};
+use crate::kernels::{NttKernels, PowerTables, FULL_TABLE_MAX_LOG_N, MAX_DEG};
 use crate::{Direction, Ntt, NttConfig, NttError, Ordering};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -54,6 +54,21 @@ impl CudaNtt {
         })
     }
 
+    /// Device bytes this NTT keeps cached for transforms of 2^log_n (root tables of both
+    /// directions and the coset's shift tables), allocated on first use and kept until the
+    /// NTT is dropped.
+    pub fn table_bytes(log_n: u32) -> usize {
+        let fr = std::mem::size_of::<Fr>();
+        let lo_bits = log_n.div_ceil(2);
+        let two_level = ((1usize << lo_bits) + (1usize << (log_n - lo_bits))) * fr;
+        let full = if log_n <= FULL_TABLE_MAX_LOG_N && log_n > 0 {
+            (1usize << (log_n - 1)) * fr
+        } else {
+            0
+        };
+        2 * (two_level + full) + 2 * two_level
+    }
+
     /// The stream the transforms run on.
     pub fn stream(&self) -> &Arc<Stream> {
         &self.stream
@@ -91,12 +106,20 @@ impl CudaNtt {
         };
         let lo = powers(base, 1 << lo_bits);
         let hi = powers(base.pow_vartime([1u64 << lo_bits]), 1 << (log_n - lo_bits));
-        let t = Arc::new(PowerTables {
+        let mut t = PowerTables {
             lo: DeviceBuffer::from_host(&self.ctx, cast::scalars_as_fr(&lo))?,
             hi: DeviceBuffer::from_host(&self.ctx, cast::scalars_as_fr(&hi))?,
             lo_bits,
             log_n,
-        });
+            full: None,
+        };
+        if matches!(key, TableKey::Root { .. }) && log_n <= FULL_TABLE_MAX_LOG_N && log_n > 0 {
+            let mut full = DeviceBuffer::<Fr>::alloc(&self.ctx, 1 << (log_n - 1))?;
+            self.k.expand(&self.stream, &t, &mut full)?;
+            self.stream.synchronize()?;
+            t.full = Some(full);
+        }
+        let t = Arc::new(t);
         map.insert(key, Arc::clone(&t));
         Ok(t)
     }

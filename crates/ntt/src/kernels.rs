@@ -37,12 +37,22 @@ pub struct PowerTables {
     pub lo_bits: u32,
     /// Exponents must stay below 2^log_n.
     pub log_n: u32,
+    /// w^j for j < 2^(log_n - 1), when w is a primitive 2^log_n-th root of unity and the
+    /// domain is small enough ([`FULL_TABLE_MAX_LOG_N`]): the passes then take each twiddle
+    /// with one load instead of two loads and a multiplication.
+    pub full: Option<DeviceBuffer<Fr>>,
 }
+
+/// The largest domain whose root tables are kept in full (2^23 entries, 256 MiB a
+/// direction, at 2^24). Above it the two-level tables alone (a 2^27 full table would take
+/// 2 GiB a direction).
+pub const FULL_TABLE_MAX_LOG_N: u32 = 24;
 
 /// The NTT kernels of one device.
 #[derive(Debug)]
 pub struct NttKernels {
     pass: Function,
+    expand: Function,
     scale_powers: Function,
     scale: Function,
     h_combine: Function,
@@ -79,6 +89,7 @@ impl NttKernels {
         pass.set_max_dynamic_shared(shared)?;
         Ok(Self {
             pass,
+            expand: m.function("ntt_expand")?,
             scale_powers: m.function("ntt_scale_powers")?,
             scale: m.function("ntt_scale")?,
             h_combine: m.function("ntt_h_combine")?,
@@ -109,6 +120,14 @@ impl NttKernels {
         check_len(x.len(), n)?;
         check_len(y.len(), n)?;
         check_tables(w, log_n)?;
+        // A full table serves only the transform of its own size (its half is n/2).
+        let full = match &w.full {
+            Some(f) if w.log_n == log_n => {
+                check_len(f.len(), n / 2)?;
+                f.device_ptr()
+            }
+            _ => 0,
+        };
         if deg == 0 || deg > MAX_DEG || lgp + deg > log_n {
             return Err(NttError::DomainSize {
                 log_n: lgp + deg,
@@ -122,14 +141,38 @@ impl NttKernels {
             shared_bytes: 3 * counth * std::mem::size_of::<Fr>() as u32,
         };
         // SAFETY: x and y hold at least n elements and the tables cover exponents below
-        // 2^log_n (checked above); the kernel reads x[0..n), writes y[0..n) and reads the
-        // tables at exponents below 2^log_n. The buffers outlive the launch: the caller
-        // synchronises the stream before dropping them.
+        // 2^log_n (checked above; `full`, when not null, holds n/2 entries); the kernel reads
+        // x[0..n), writes y[0..n) and reads the tables at exponents below 2^log_n. The
+        // buffers outlive the launch: the caller synchronises the stream before dropping them.
         unsafe {
             self.pass.launch(
                 s,
                 cfg,
-                &[x, &*y, &w.lo, &w.hi, &w.lo_bits, &log_n, &lgp, &deg],
+                &[x, &*y, &w.lo, &w.hi, &w.lo_bits, &full, &log_n, &lgp, &deg],
+            )
+        }?;
+        Ok(())
+    }
+
+    /// out[i] = w^i for i < out.len() (at most 2^tables.log_n), from the two-level tables.
+    pub fn expand(
+        &self,
+        s: &Stream,
+        w: &PowerTables,
+        out: &mut DeviceBuffer<Fr>,
+    ) -> Result<(), NttError> {
+        let n = out.len();
+        if n == 0 {
+            return Ok(());
+        }
+        check_tables(w, n.next_power_of_two().trailing_zeros())?;
+        let n32 = n as u32; // n <= 2^log_n <= 2^28 (checked by check_tables)
+                            // SAFETY: one thread per element of out; exponents stay below 2^tables.log_n.
+        unsafe {
+            self.expand.launch(
+                s,
+                LaunchConfig::for_elements(n, BLOCK),
+                &[&w.lo, &w.hi, &w.lo_bits, &n32, &*out],
             )
         }?;
         Ok(())

@@ -1,6 +1,7 @@
 //! The G1 stage on a CUDA device: uploads staged outside the GPU lock under a VRAM grant, the
 //! H step and the MSMs under the lock, every big buffer freed before the lock is let go.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -9,7 +10,7 @@ use group::Group;
 use rayon::prelude::*;
 use zkpipe_cuda::{Context, DeviceBuffer, Event, Stream};
 use zkpipe_field::{cast, Fr};
-use zkpipe_msm::{Bases, CudaMsm, DeviceBases, ScalarKind, G1, G2};
+use zkpipe_msm::{Bases, CudaMsm, DeviceBases, GpuCurve, ScalarKind, G1, G2};
 use zkpipe_ntt::CudaNtt;
 use zkpipe_pinned::PinnedPool;
 use zkpipe_stream::{upload, GpuLock, VramBudget, VramGrant};
@@ -113,6 +114,9 @@ pub(crate) struct GpuWorker {
     copy: Stream,
     ntt: CudaNtt,
     msm: CudaMsm,
+    /// Budget grants for the NTT's cached tables, one per domain size this worker has seen:
+    /// they stay allocated after the job, so they stay granted.
+    tables: Mutex<HashMap<u32, VramGrant>>,
 }
 
 impl GpuWorker {
@@ -122,6 +126,7 @@ impl GpuWorker {
             copy: Stream::new(&dev.ctx).map_err(|e| ProveError::device(d, e))?,
             ntt: CudaNtt::new(&dev.ctx).map_err(|e| ProveError::device(d, e))?,
             msm: CudaMsm::new(&dev.ctx).map_err(|e| ProveError::device(d, e))?,
+            tables: Mutex::new(HashMap::new()),
             dev,
         })
     }
@@ -255,6 +260,31 @@ impl GpuWorker {
         Ok(dev)
     }
 
+    /// One query's MSM: with its resident points, or with its points uploaded now (from the
+    /// page-locked key, `pad` identities after them) and freed after it.
+    #[allow(clippy::too_many_arguments)]
+    fn query_msm<C: GpuCurve>(
+        &self,
+        resident: Option<&DeviceBases<C>>,
+        host: &Bases<C::Affine>,
+        pad: usize,
+        scalars: &DeviceBuffer<Fr>,
+        kind: ScalarKind,
+        query: &'static str,
+    ) -> Result<C::Projective, ProveError> {
+        let e = |e: zkpipe_msm::CudaError| ProveError::Msm {
+            query,
+            source: zkpipe_msm::MsmError::device(e),
+        };
+        match resident {
+            Some(b) => self.msm.msm_device::<C>(b, scalars, kind).map_err(e),
+            None => {
+                let b = self.msm.upload_bases_padded::<C>(host, pad).map_err(e)?;
+                self.msm.msm_device::<C>(&b, scalars, kind).map_err(e)
+            }
+        }
+    }
+
     /// The H step and the G1 MSMs (and B2 when G2 runs on the GPU) of one job.
     pub fn g1_stage(
         &self,
@@ -267,14 +297,24 @@ impl GpuWorker {
         let n = key.domain_size();
         let resident = self.resident(key)?;
         let needed = self.job_bytes(key, resident.is_some());
+        let log_n = n.trailing_zeros();
+        let mut tables = self.tables.lock().unwrap_or_else(|p| p.into_inner());
+        let table_bytes = match tables.contains_key(&log_n) {
+            true => 0,
+            false => CudaNtt::table_bytes(log_n),
+        };
         let capacity = self.dev.budget.capacity();
-        if needed > capacity {
+        if needed + table_bytes > capacity {
             return Err(ProveError::TooLargeForDevice {
                 device: self.ordinal(),
-                needed,
+                needed: needed + table_bytes,
                 capacity,
             });
         }
+        if table_bytes > 0 {
+            tables.insert(log_n, self.dev.budget.acquire(table_bytes, None)?);
+        }
+        drop(tables);
         let grant = self.dev.budget.acquire(needed, None)?;
         // Staging, outside the lock: a, b, c and the MSM scalars go to the device.
         let t = Instant::now();
@@ -289,21 +329,18 @@ impl GpuWorker {
         } else {
             None
         };
-        // With the key resident, the MSM scalars go up now too; otherwise each MSM uploads
-        // its bases and scalars itself.
-        let scalars = match &resident {
-            Some(_) => Some([
-                self.upload(z.aux(), 0, stats)?,
-                self.upload(&z.a_density.select(&z.z), 0, stats)?,
-                self.upload(&z.b_density.select(&z.z), 0, stats)?,
-            ]),
-            None => None,
-        };
+        // The MSM scalars go up now too; the bases are resident, or uploaded per MSM inside
+        // the lock (straight from the page-locked key).
+        let scalars = [
+            self.upload(z.aux(), 0, stats)?,
+            self.upload(&z.a_density.select(&z.z), 0, stats)?,
+            self.upload(&z.b_density.select(&z.z), 0, stats)?,
+        ];
         let staged_bytes = FR
             * (abc_dev.as_ref().map_or(0, |_| 3 * a.len())
-                + scalars.as_ref().map_or(0, |_| {
-                    z.aux().len() + z.a_density.selected() + z.b_density.selected()
-                }));
+                + z.aux().len()
+                + z.a_density.selected()
+                + z.b_density.selected());
         Counters::add(&stats.stage_ns, t.elapsed());
         self.dev.sample(stats);
         tracing::debug!(job, n, bytes = needed, "staged");
@@ -331,67 +368,30 @@ impl GpuWorker {
         marks
             .record(2, self.msm.stream())
             .map_err(|e| self.err(e))?;
-        let e = |q: &'static str| {
-            move |e: zkpipe_msm::CudaError| ProveError::Msm {
-                query: q,
-                source: zkpipe_msm::MsmError::device(e),
+        let [l_s, a_s, b_s] = scalars;
+        let k = resident.as_deref();
+        let h = match &h_dev {
+            Some(h) => {
+                self.query_msm::<G1>(k.map(|k| &k.h), &key.h, 1, h, ScalarKind::Dense, "h")?
             }
+            None => G1Projective::identity(),
         };
-        let (parts, b2) = match (&resident, scalars) {
-            (Some(k), Some([l_s, a_s, b_s])) => {
-                let h = match &h_dev {
-                    Some(h) => self
-                        .msm
-                        .msm_device::<G1>(&k.h, h, ScalarKind::Dense)
-                        .map_err(e("h"))?,
-                    None => G1Projective::identity(),
-                };
-                drop(h_dev);
-                let msm = |b: &DeviceBases<G1>, s: &DeviceBuffer<Fr>, q: &'static str| {
-                    self.msm
-                        .msm_device::<G1>(b, s, ScalarKind::Auto)
-                        .map_err(e(q))
-                };
-                let parts = G1Parts {
-                    h,
-                    l: msm(&k.l, &l_s, "l")?,
-                    a: msm(&k.a, &a_s, "a")?,
-                    b1: msm(&k.b_g1, &b_s, "b_g1")?,
-                };
-                drop((l_s, a_s));
-                let b2 = match &k.b_g2 {
-                    Some(b) => Some(
-                        self.msm
-                            .msm_device::<G2>(b, &b_s, ScalarKind::Auto)
-                            .map_err(e("b_g2"))?,
-                    ),
-                    None => None,
-                };
-                (parts, b2)
-            }
-            _ => {
-                let h: Vec<Scalar> = match h_dev {
-                    Some(h) => {
-                        let mut v: Vec<Scalar> = h
-                            .to_vec()
-                            .map_err(|e| self.err(e))?
-                            .into_iter()
-                            .map(Scalar::from)
-                            .collect();
-                        v.truncate(n - 1);
-                        v
-                    }
-                    None => Vec::new(),
-                };
-                let parts = crate::prover::g1_msms(&self.msm, key, &h, z)?;
-                let b2 = if self.dev.g2_on_gpu {
-                    Some(crate::prover::g2_msm(&self.msm, key, z)?)
-                } else {
-                    None
-                };
-                (parts, b2)
-            }
+        drop(h_dev);
+        let auto = ScalarKind::Auto;
+        let parts = G1Parts {
+            h,
+            l: self.query_msm::<G1>(k.map(|k| &k.l), &key.l, 0, &l_s, auto, "l")?,
+            a: self.query_msm::<G1>(k.map(|k| &k.a), &key.a, 0, &a_s, auto, "a")?,
+            b1: self.query_msm::<G1>(k.map(|k| &k.b_g1), &key.b_g1, 0, &b_s, auto, "b_g1")?,
         };
+        drop((l_s, a_s));
+        let b2 = if self.dev.g2_on_gpu {
+            let res = k.and_then(|k| k.b_g2.as_ref());
+            Some(self.query_msm::<G2>(res, &key.b_g2, 0, &b_s, auto, "b_g2")?)
+        } else {
+            None
+        };
+        drop(b_s);
         marks
             .record(3, self.msm.stream())
             .map_err(|e| self.err(e))?;
