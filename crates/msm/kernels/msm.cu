@@ -127,60 +127,40 @@ KERNEL void msm_task_counts(const uint* __restrict__ counts, uint total, uint t,
   __noinline__ DEVICE JAC msm_dbl_##NAME(JAC a) { return P(double)(a); }
 
 // The curve kernels, for G1 over Fp and G2 over Fp2.
-#define MSM_CURVE(NAME, AFF, JAC, P, F, FT)                                                          \
+#define MSM_CURVE(NAME, AFF, JAC, P, F, FT, MADD)                                                          \
   /* Bucket sums in two steps, so that a bucket holding most of the points (0/1 scalars put */ \
   /* half of them into bucket 1 of window 0) is summed by many threads: each task adds up */    \
   /* to t consecutive points of one bucket; then one thread per bucket adds its tasks. */      \
+  DEVICE inline void msm_task_sums_body_##NAME(const AFF* __restrict__ bases, const uint* __restrict__ sorted, \
+                                   const uint* __restrict__ offsets, const uint* __restrict__ counts, \
+                                   const uint* __restrict__ task_offsets, const uint* __restrict__ tasks, \
+                                   uint total, uint t, JAC* __restrict__ partial) {              \
+    const uint g = GET_GLOBAL_ID();                                                             \
+    if (g >= task_offsets[total - 1] + tasks[total - 1]) return;                                \
+    /* The bucket: the last one whose first task is at or before g. */                         \
+    uint lo = 0, hi = total;                                                                    \
+    while (hi - lo > 1) {                                                                       \
+      const uint mid = (lo + hi) / 2;                                                           \
+      if (task_offsets[mid] <= g) lo = mid; else hi = mid;                                      \
+    }                                                                                           \
+    const uint start = offsets[lo] + (g - task_offsets[lo]) * t;                                \
+    const uint end = min(start + t, offsets[lo] + counts[lo]);                                  \
+    const FT zero = F(ZERO);                                                                     \
+    JAC acc = P(ZERO);                                                                          \
+    for (uint j = start; j < end; j++) {                                                        \
+      const uint v = sorted[j];                                                                 \
+      AFF p = bases[v & 0x7fffffffu];                                                           \
+      if (F(eq)(p.x, zero) && F(eq)(p.y, zero)) continue; /* the identity */                   \
+      if (v >> 31) p.y = F(sub)(zero, p.y);                                                     \
+      acc = MADD(acc, p);                                                                       \
+    }                                                                                           \
+    partial[g] = acc;                                                                           \
+  }                                                                                             \
   KERNEL void msm_task_sums_##NAME(const AFF* __restrict__ bases, const uint* __restrict__ sorted, \
                                    const uint* __restrict__ offsets, const uint* __restrict__ counts, \
                                    const uint* __restrict__ task_offsets, const uint* __restrict__ tasks, \
                                    uint total, uint t, JAC* __restrict__ partial) {              \
-    const uint g = GET_GLOBAL_ID();                                                             \
-    if (g >= task_offsets[total - 1] + tasks[total - 1]) return;                                \
-    /* The bucket: the last one whose first task is at or before g. */                         \
-    uint lo = 0, hi = total;                                                                    \
-    while (hi - lo > 1) {                                                                       \
-      const uint mid = (lo + hi) / 2;                                                           \
-      if (task_offsets[mid] <= g) lo = mid; else hi = mid;                                      \
-    }                                                                                           \
-    const uint start = offsets[lo] + (g - task_offsets[lo]) * t;                                \
-    const uint end = min(start + t, offsets[lo] + counts[lo]);                                  \
-    const FT zero = F(ZERO);                                                                     \
-    JAC acc = P(ZERO);                                                                          \
-    for (uint j = start; j < end; j++) {                                                        \
-      const uint v = sorted[j];                                                                 \
-      AFF p = bases[v & 0x7fffffffu];                                                           \
-      if (F(eq)(p.x, zero) && F(eq)(p.y, zero)) continue; /* the identity */                   \
-      if (v >> 31) p.y = F(sub)(zero, p.y);                                                     \
-      acc = msm_madd_##NAME(acc, p);                                                            \
-    }                                                                                           \
-    partial[g] = acc;                                                                           \
-  }                                                                                             \
-                                                                                                \
-  KERNEL void msm_task_sums_inline_##NAME(const AFF* __restrict__ bases, const uint* __restrict__ sorted, \
-                                   const uint* __restrict__ offsets, const uint* __restrict__ counts, \
-                                   const uint* __restrict__ task_offsets, const uint* __restrict__ tasks, \
-                                   uint total, uint t, JAC* __restrict__ partial) {              \
-    const uint g = GET_GLOBAL_ID();                                                             \
-    if (g >= task_offsets[total - 1] + tasks[total - 1]) return;                                \
-    /* The bucket: the last one whose first task is at or before g. */                         \
-    uint lo = 0, hi = total;                                                                    \
-    while (hi - lo > 1) {                                                                       \
-      const uint mid = (lo + hi) / 2;                                                           \
-      if (task_offsets[mid] <= g) lo = mid; else hi = mid;                                      \
-    }                                                                                           \
-    const uint start = offsets[lo] + (g - task_offsets[lo]) * t;                                \
-    const uint end = min(start + t, offsets[lo] + counts[lo]);                                  \
-    const FT zero = F(ZERO);                                                                     \
-    JAC acc = P(ZERO);                                                                          \
-    for (uint j = start; j < end; j++) {                                                        \
-      const uint v = sorted[j];                                                                 \
-      AFF p = bases[v & 0x7fffffffu];                                                           \
-      if (F(eq)(p.x, zero) && F(eq)(p.y, zero)) continue; /* the identity */                   \
-      if (v >> 31) p.y = F(sub)(zero, p.y);                                                     \
-      acc = P(add_mixed)(acc, p); /* inlined in the hot loop */                                \
-    }                                                                                           \
-    partial[g] = acc;                                                                           \
+    msm_task_sums_body_##NAME(bases, sorted, offsets, counts, task_offsets, tasks, total, t, partial); \
   }                                                                                             \
                                                                                                 \
   /* One thread per bucket: the sum of its tasks, added to the previous sum when */             \
@@ -257,5 +237,19 @@ KERNEL void msm_task_counts(const uint* __restrict__ counts, uint total, uint t,
 #define MSM_G2(f) G2_(f)
 MSM_OPS(g1, G1_AFFINE, G1_JACOBIAN, MSM_G1)
 MSM_OPS(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2)
-MSM_CURVE(g1, G1_AFFINE, G1_JACOBIAN, MSM_G1, MSM_FP, FP)
-MSM_CURVE(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, MSM_FP2, FP2)
+// The bucket loop's mixed addition: inlined for G1 (2^22 55.6 ms instead of 57.1, 2^24 189.4
+// instead of 194.9 on the H200); called for G2, where inlining made the bucket sums slower
+// (2^22 240.5 ms instead of 179.5).
+#define MSM_MADD_G1(a, b) G1_(add_mixed)(a, b)
+#define MSM_MADD_G2(a, b) msm_madd_g2(a, b)
+MSM_CURVE(g1, G1_AFFINE, G1_JACOBIAN, MSM_G1, MSM_FP, FP, MSM_MADD_G1)
+MSM_CURVE(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, MSM_FP2, FP2, MSM_MADD_G2)
+
+// Experiment: the G1 bucket kernel held to 128 registers (two 256-thread blocks an SM).
+KERNEL void __launch_bounds__(256, 2)
+    msm_task_sums_lb_g1(const G1_AFFINE* __restrict__ bases, const uint* __restrict__ sorted,
+                        const uint* __restrict__ offsets, const uint* __restrict__ counts,
+                        const uint* __restrict__ task_offsets, const uint* __restrict__ tasks,
+                        uint total, uint t, G1_JACOBIAN* __restrict__ partial) {
+  msm_task_sums_body_g1(bases, sorted, offsets, counts, task_offsets, tasks, total, t, partial);
+}

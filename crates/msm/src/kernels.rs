@@ -66,12 +66,6 @@ fn need(what: &'static str, len: usize, needed: usize) -> Result<(), CudaError> 
     Ok(())
 }
 
-/// Experiment switch (to be removed once measured): `ZKPIPE_MSM_INLINE=1` picks the bucket
-/// kernel with the mixed addition inlined.
-fn inline_madd() -> bool {
-    std::env::var("ZKPIPE_MSM_INLINE").is_ok_and(|v| v == "1")
-}
-
 fn grid(m: usize) -> Result<LaunchConfig, CudaError> {
     grid_of(m, BLOCK)
 }
@@ -97,11 +91,13 @@ impl MsmKernels {
         let curve = |name: &str| -> Result<CurveKernels, CudaError> {
             Ok(CurveKernels {
                 sum_groups: m.function(&format!("msm_sum_groups_{name}"))?,
-                task_sums: m.function(&if inline_madd() {
-                    format!("msm_task_sums_inline_{name}")
-                } else {
-                    format!("msm_task_sums_{name}")
-                })?,
+                task_sums: m.function(
+                    &if name == "g1" && std::env::var("ZKPIPE_MSM_LB").is_ok() {
+                        "msm_task_sums_lb_g1".to_string()
+                    } else {
+                        format!("msm_task_sums_{name}")
+                    },
+                )?,
                 task_reduce: m.function(&format!("msm_task_reduce_{name}"))?,
                 segments: m.function(&format!("msm_segments_{name}"))?,
                 boolean: m.function(&format!("msm_boolean_{name}"))?,

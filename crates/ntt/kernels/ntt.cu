@@ -119,6 +119,70 @@ KERNEL void ntt_pass(const FR* __restrict__ x, FR* __restrict__ y, const FR* __r
   zk_store(y + (lid + counth) * p, zk_sget(u, count, zk_bitrev(lid + counth, deg)));
 }
 
+// As ntt_pass, with 2^lgc adjacent columns (groups) per block, so that a warp's loads (and,
+// after the first pass, its stores) touch 2^lgc consecutive elements instead of elements
+// 2^(lgn - deg) apart. Element i of column c sits at i * 2^lgc + c in shared memory.
+// Grid: (n >> deg) >> lgc blocks of 2^(deg-1+lgc) threads; shared memory: 2^(deg+lgc) +
+// 2^(deg-1) elements.
+KERNEL void ntt_pass_cols(const FR* __restrict__ x, FR* __restrict__ y,
+                          const FR* __restrict__ lo, const FR* __restrict__ hi, uint lo_bits,
+                          const FR* __restrict__ full, uint lgn, uint lgp, uint deg, uint lgc) {
+  extern __shared__ uint zk_words[];
+  const uint count = 1u << deg;
+  const uint counth = count >> 1;
+  const uint cols = 1u << lgc;
+  const uint elems = count << lgc;
+  const uint threads = counth << lgc;
+  uint* u = zk_words;
+  uint* pq = zk_words + 8 * elems;
+  const uint tid = threadIdx.x;
+  const size_t t = (size_t)1 << (lgn - deg);
+  const size_t p = (size_t)1 << lgp;
+  const uint pmask = (1u << lgp) - 1u;
+  const uint index0 = blockIdx.x << lgc;
+  const uint half = 1u << (lgn - 1);
+  for (uint j = tid; j < counth; j += threads)
+    zk_sput(pq, counth, j, zk_root(full, lo, hi, j << (lgn - deg), lo_bits, half));
+  const uint shift = lgn - lgp - deg;
+  for (uint e = tid; e < elems; e += threads) {
+    const uint c = e & (cols - 1u);
+    const uint i = e >> lgc;
+    const uint index = index0 + c;
+    const uint k = index & pmask;
+    FR v = zk_load(x + index + i * t);
+    if (k != 0 && i != 0) v = FR_(mul)(v, zk_root(full, lo, hi, (k * i) << shift, lo_bits, half));
+    zk_sput(u, elems, e, v);
+  }
+  __syncthreads();
+
+  const uint col = tid & (cols - 1u);
+  const uint lid = tid >> lgc;
+  for (uint rnd = 0; rnd < deg; rnd++) {
+    const uint bit = counth >> rnd;
+    const uint di = lid & (bit - 1u);
+    const uint i0 = (((lid << 1) - di) << lgc) + col;
+    const uint i1 = i0 + (bit << lgc);
+    const FR a = zk_sget(u, elems, i0);
+    const FR b = zk_sget(u, elems, i1);
+    FR d = FR_(sub)(a, b);
+    if (di != 0) d = FR_(mul)(zk_sget(pq, counth, di << rnd), d);
+    zk_sput(u, elems, i0, FR_(add)(a, b));
+    zk_sput(u, elems, i1, d);
+    __syncthreads();
+  }
+
+  for (uint e = tid; e < elems; e += threads) {
+    // Columns fastest when they land next to each other (p >= cols), else rows.
+    const bool by_col = lgp >= lgc;
+    const uint c = by_col ? (e & (cols - 1u)) : (e >> deg);
+    const uint j = by_col ? (e >> lgc) : (e & (count - 1u));
+    const uint index = index0 + c;
+    const uint k = index & pmask;
+    zk_store(y + (((size_t)(index - k)) << deg) + k + j * p,
+             zk_sget(u, elems, (zk_bitrev(j, deg) << lgc) + c));
+  }
+}
+
 // x[i] *= c * s^i, with s^i from the two-level tables of s.
 KERNEL void ntt_scale_powers(FR* x, uint n, const FR* __restrict__ lo, const FR* __restrict__ hi,
                              uint lo_bits, FR c) {
