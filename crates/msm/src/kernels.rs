@@ -91,13 +91,7 @@ impl MsmKernels {
         let curve = |name: &str| -> Result<CurveKernels, CudaError> {
             Ok(CurveKernels {
                 sum_groups: m.function(&format!("msm_sum_groups_{name}"))?,
-                task_sums: m.function(
-                    &if name == "g1" && std::env::var("ZKPIPE_MSM_LB").is_ok() {
-                        "msm_task_sums_lb_g1".to_string()
-                    } else {
-                        format!("msm_task_sums_{name}")
-                    },
-                )?,
+                task_sums: m.function(&format!("msm_task_sums_{name}"))?,
                 task_reduce: m.function(&format!("msm_task_reduce_{name}"))?,
                 segments: m.function(&format!("msm_segments_{name}"))?,
                 boolean: m.function(&format!("msm_boolean_{name}"))?,

@@ -52,9 +52,6 @@ pub const FULL_TABLE_MAX_LOG_N: u32 = 24;
 #[derive(Debug)]
 pub struct NttKernels {
     pass: Function,
-    pass_cols: Function,
-    /// Columns per block of `pass_cols` (1: `pass`). Experiment: ZKPIPE_NTT_COLS.
-    cols: u32,
     expand: Function,
     scale_powers: Function,
     scale: Function,
@@ -83,9 +80,6 @@ fn check_tables(t: &PowerTables, log_n: u32) -> Result<(), NttError> {
 
 const BLOCK: u32 = 256;
 
-/// Most elements a `pass_cols` block holds (columns times group size).
-const COLS_ELEMS: u32 = 1024;
-
 impl NttKernels {
     /// Loads the kernels on `ctx`'s device.
     pub fn load(ctx: &Arc<Context>) -> Result<Self, NttError> {
@@ -93,17 +87,8 @@ impl NttKernels {
         let pass = m.function("ntt_pass")?;
         let shared = 3 * (1u32 << (MAX_DEG - 1)) * std::mem::size_of::<Fr>() as u32;
         pass.set_max_dynamic_shared(shared)?;
-        let pass_cols = m.function("ntt_pass_cols")?;
-        pass_cols.set_max_dynamic_shared(COLS_ELEMS * 2 * std::mem::size_of::<Fr>() as u32)?;
-        let cols = std::env::var("ZKPIPE_NTT_COLS")
-            .ok()
-            .and_then(|v| v.parse::<u32>().ok())
-            .filter(|c| c.is_power_of_two())
-            .unwrap_or(1);
         Ok(Self {
             pass,
-            pass_cols,
-            cols,
             expand: m.function("ntt_expand")?,
             scale_powers: m.function("ntt_scale_powers")?,
             scale: m.function("ntt_scale")?,
@@ -150,28 +135,6 @@ impl NttKernels {
             });
         }
         let counth = 1u32 << (deg - 1);
-        let t = 1u32 << (log_n - deg);
-        let cols = self.cols.min(COLS_ELEMS >> deg).min(t).max(1);
-        if cols > 1 {
-            let lgc = cols.trailing_zeros();
-            let cfg = LaunchConfig {
-                grid: ((n >> deg) as u32 >> lgc, 1, 1),
-                block: (counth << lgc, 1, 1),
-                shared_bytes: ((1u32 << (deg + lgc)) + counth) * std::mem::size_of::<Fr>() as u32,
-            };
-            // SAFETY: as for `pass` below; blocks cover the n >> deg groups in runs of `cols`
-            // (a power of two dividing n >> deg).
-            unsafe {
-                self.pass_cols.launch(
-                    s,
-                    cfg,
-                    &[
-                        x, &*y, &w.lo, &w.hi, &w.lo_bits, &full, &log_n, &lgp, &deg, &lgc,
-                    ],
-                )
-            }?;
-            return Ok(());
-        }
         let cfg = LaunchConfig {
             grid: ((n >> deg) as u32, 1, 1),
             block: (counth, 1, 1),
