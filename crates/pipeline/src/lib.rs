@@ -5,7 +5,10 @@
 //! - [`prove`](prover::prove): one proof over any [`zkpipe_ntt::Ntt`] and [`zkpipe_msm::Msm`].
 //! - [`Engine`]: jobs in, proofs out; workers per device share a GPU lock and a VRAM budget,
 //!   the G2 MSM and the assembly run in their own stage, and with no GPU every stage runs on
-//!   the CPU. The same r and s give byte-identical proofs on either backend.
+//!   the CPU. The same r and s give byte-identical proofs on either backend. On a GPU engine
+//!   a key's points are page-locked in place on first use ([`Engine::load_key`]), so that
+//!   every upload of them is DMA at full speed; each job's `g1` span records its uploaded
+//!   bytes and the CUDA-event device milliseconds of its H step and MSMs.
 //!
 //! ```no_run
 //! use std::sync::Arc;
