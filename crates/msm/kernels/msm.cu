@@ -243,3 +243,73 @@ MSM_OPS(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2)
 #define MSM_LAUNCH_G2
 MSM_CURVE(g1, G1_AFFINE, G1_JACOBIAN, MSM_G1, MSM_FP, FP, MSM_MADD_G1, MSM_LAUNCH_G1)
 MSM_CURVE(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, MSM_FP2, FP2, MSM_MADD_G2, MSM_LAUNCH_G2)
+
+// A mixed addition (madd-2007-bl, as ec-gpu-gen's) whose rare doubling case calls the
+// out-of-line doubling instead of inlining it, so the common path holds fewer registers.
+// Experiment (ZKPIPE_MSM_G2=g2x|g2y picks the kernels built with it).
+#define MSM_MADD2(NAME, AFF, JAC, F, FT)                                                       \
+  DEVICE inline JAC msm_madd_fast_##NAME(JAC a, AFF b) {                                       \
+    const FT zero = F(ZERO);                                                                   \
+    if (F(eq)(a.z, zero)) {                                                                    \
+      a.x = b.x;                                                                               \
+      a.y = b.y;                                                                               \
+      a.z = F(ONE);                                                                            \
+      return a;                                                                                \
+    }                                                                                          \
+    const FT z1z1 = F(sqr)(a.z);                                                               \
+    const FT u2 = F(mul)(b.x, z1z1);                                                           \
+    const FT s2 = F(mul)(F(mul)(b.y, a.z), z1z1);                                              \
+    const FT h = F(sub)(u2, a.x);                                                              \
+    FT r = F(sub)(s2, a.y);                                                                    \
+    if (F(eq)(h, zero) && F(eq)(r, zero)) return msm_dbl_##NAME(a);                            \
+    const FT hh = F(sqr)(h);                                                                   \
+    const FT i = F(double)(F(double)(hh));                                                     \
+    FT j = F(mul)(h, i);                                                                       \
+    r = F(double)(r);                                                                          \
+    const FT v = F(mul)(a.x, i);                                                               \
+    JAC out;                                                                                   \
+    out.x = F(sub)(F(sub)(F(sqr)(r), j), F(double)(v));                                        \
+    j = F(double)(F(mul)(a.y, j));                                                             \
+    out.y = F(sub)(F(mul)(F(sub)(v, out.x), r), j);                                            \
+    out.z = F(sub)(F(sub)(F(sqr)(F(add)(a.z, h)), z1z1), hh);                                  \
+    return out;                                                                                \
+  }                                                                                            \
+  __noinline__ DEVICE JAC msm_madd2_##NAME(JAC a, AFF b) { return msm_madd_fast_##NAME(a, b); }
+
+// Fp2 arithmetic whose Fp multiplications are out of line: ec-gpu-gen's Fp2 multiplication
+// interleaves three inlined Fp multiplications and spills 420 bytes (ptxas -v).
+__noinline__ DEVICE FP msm_fp_mul(FP a, FP b) { return FP_(mul)(a, b); }
+DEVICE inline FP2 msm_fp2_mul(FP2 a, FP2 b) {
+  const FP aa = msm_fp_mul(a.c0, b.c0);
+  const FP bb = msm_fp_mul(a.c1, b.c1);
+  const FP t = msm_fp_mul(FP_(add)(a.c0, a.c1), FP_(add)(b.c0, b.c1));
+  FP2 r;
+  r.c0 = FP_(sub)(aa, bb);  // u^2 = -1
+  r.c1 = FP_(sub)(FP_(sub)(t, aa), bb);
+  return r;
+}
+DEVICE inline FP2 msm_fp2_sqr(FP2 a) {
+  const FP ab = msm_fp_mul(a.c0, a.c1);
+  FP2 r;
+  r.c0 = msm_fp_mul(FP_(add)(a.c0, a.c1), FP_(sub)(a.c0, a.c1));
+  r.c1 = FP_(double)(ab);
+  return r;
+}
+#define MSM_FP2Y_ZERO FP2_(ZERO)
+#define MSM_FP2Y_ONE FP2_(ONE)
+#define MSM_FP2Y_eq FP2_(eq)
+#define MSM_FP2Y_add FP2_(add)
+#define MSM_FP2Y_sub FP2_(sub)
+#define MSM_FP2Y_double FP2_(double)
+#define MSM_FP2Y_mul msm_fp2_mul
+#define MSM_FP2Y_sqr msm_fp2_sqr
+#define MSM_FP2Y(f) MSM_FP2Y_##f
+
+MSM_OPS(g2x, G2_AFFINE, G2_JACOBIAN, MSM_G2)
+MSM_OPS(g2y, G2_AFFINE, G2_JACOBIAN, MSM_G2)
+MSM_MADD2(g2x, G2_AFFINE, G2_JACOBIAN, MSM_FP2Y, FP2)
+MSM_MADD2(g2y, G2_AFFINE, G2_JACOBIAN, MSM_FP2Y, FP2)
+#define MSM_MADD_G2X(a, b) msm_madd2_g2x(a, b)
+#define MSM_MADD_G2Y(a, b) msm_madd_fast_g2y(a, b)
+MSM_CURVE(g2x, G2_AFFINE, G2_JACOBIAN, MSM_G2, MSM_FP2, FP2, MSM_MADD_G2X, MSM_LAUNCH_G2)
+MSM_CURVE(g2y, G2_AFFINE, G2_JACOBIAN, MSM_G2, MSM_FP2, FP2, MSM_MADD_G2Y, MSM_LAUNCH_G2)
