@@ -231,23 +231,10 @@ KERNEL void msm_task_counts(const uint* __restrict__ counts, uint total, uint t,
 #define MSM_G2(f) G2_(f)
 MSM_OPS(g1, G1_AFFINE, G1_JACOBIAN, MSM_G1)
 MSM_OPS(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2)
-// The bucket loop's mixed addition: inlined for G1 (2^22 55.6 ms instead of 57.1, 2^24 189.4
-// instead of 194.9 on the H200); called for G2, where inlining made the bucket sums slower
-// (2^22 240.5 ms instead of 179.5).
-#define MSM_MADD_G1(a, b) G1_(add_mixed)(a, b)
-#define MSM_MADD_G2(a, b) msm_madd_g2(a, b)
-// G1's bucket kernel held to 128 registers, two 256-thread blocks an SM (it used 158, one
-// block): 2^22 51.4 ms instead of 54.9, 2^24 173.4 instead of 187.3 on the H200, despite a
-// few spills. G2's needs its 255 registers.
-#define MSM_LAUNCH_G1 __launch_bounds__(256, 2)
-#define MSM_LAUNCH_G2
-MSM_CURVE(g1, G1_AFFINE, G1_JACOBIAN, MSM_G1, MSM_FP, FP, MSM_MADD_G1, MSM_LAUNCH_G1)
-MSM_CURVE(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, MSM_FP2, FP2, MSM_MADD_G2, MSM_LAUNCH_G2)
 
 // A mixed addition (madd-2007-bl, as ec-gpu-gen's) whose rare doubling case calls the
-// out-of-line doubling instead of inlining it, so the common path holds fewer registers.
-// Experiment (ZKPIPE_MSM_G2=g2x|g2y picks the kernels built with it).
-#define MSM_MADD2(NAME, AFF, JAC, F, FT)                                                       \
+// out-of-line doubling instead of inlining it.
+#define MSM_MADD_FAST(NAME, AFF, JAC, F, FT)                                                   \
   DEVICE inline JAC msm_madd_fast_##NAME(JAC a, AFF b) {                                       \
     const FT zero = F(ZERO);                                                                   \
     if (F(eq)(a.z, zero)) {                                                                    \
@@ -273,8 +260,7 @@ MSM_CURVE(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, MSM_FP2, FP2, MSM_MADD_G2, MSM_LAU
     out.y = F(sub)(F(mul)(F(sub)(v, out.x), r), j);                                            \
     out.z = F(sub)(F(sub)(F(sqr)(F(add)(a.z, h)), z1z1), hh);                                  \
     return out;                                                                                \
-  }                                                                                            \
-  __noinline__ DEVICE JAC msm_madd2_##NAME(JAC a, AFF b) { return msm_madd_fast_##NAME(a, b); }
+  }
 
 // Fp2 arithmetic whose Fp multiplications are out of line: ec-gpu-gen's Fp2 multiplication
 // interleaves three inlined Fp multiplications and spills 420 bytes (ptxas -v).
@@ -295,21 +281,28 @@ DEVICE inline FP2 msm_fp2_sqr(FP2 a) {
   r.c1 = FP_(double)(ab);
   return r;
 }
-#define MSM_FP2Y_ZERO FP2_(ZERO)
-#define MSM_FP2Y_ONE FP2_(ONE)
-#define MSM_FP2Y_eq FP2_(eq)
-#define MSM_FP2Y_add FP2_(add)
-#define MSM_FP2Y_sub FP2_(sub)
-#define MSM_FP2Y_double FP2_(double)
-#define MSM_FP2Y_mul msm_fp2_mul
-#define MSM_FP2Y_sqr msm_fp2_sqr
-#define MSM_FP2Y(f) MSM_FP2Y_##f
+#define MSM_FP2C_ZERO FP2_(ZERO)
+#define MSM_FP2C_ONE FP2_(ONE)
+#define MSM_FP2C_eq FP2_(eq)
+#define MSM_FP2C_add FP2_(add)
+#define MSM_FP2C_sub FP2_(sub)
+#define MSM_FP2C_double FP2_(double)
+#define MSM_FP2C_mul msm_fp2_mul
+#define MSM_FP2C_sqr msm_fp2_sqr
+// Fp2 operations for MSM_MADD_FAST with the multiplications above (C: calls).
+#define MSM_FP2C(f) MSM_FP2C_##f
+MSM_MADD_FAST(g2, G2_AFFINE, G2_JACOBIAN, MSM_FP2C, FP2)
 
-MSM_OPS(g2x, G2_AFFINE, G2_JACOBIAN, MSM_G2)
-MSM_OPS(g2y, G2_AFFINE, G2_JACOBIAN, MSM_G2)
-MSM_MADD2(g2x, G2_AFFINE, G2_JACOBIAN, MSM_FP2Y, FP2)
-MSM_MADD2(g2y, G2_AFFINE, G2_JACOBIAN, MSM_FP2Y, FP2)
-#define MSM_MADD_G2X(a, b) msm_madd2_g2x(a, b)
-#define MSM_MADD_G2Y(a, b) msm_madd_fast_g2y(a, b)
-MSM_CURVE(g2x, G2_AFFINE, G2_JACOBIAN, MSM_G2, MSM_FP2, FP2, MSM_MADD_G2X, MSM_LAUNCH_G2)
-MSM_CURVE(g2y, G2_AFFINE, G2_JACOBIAN, MSM_G2, MSM_FP2, FP2, MSM_MADD_G2Y, MSM_LAUNCH_G2)
+// The bucket loop's mixed addition. G1: ec-gpu-gen's, inlined (2^22 55.6 ms instead of 57.1,
+// 2^24 189.4 instead of 194.9 on the H200). G2: ec-gpu-gen's inlined made the bucket sums
+// slower (2^22 240.5 ms instead of 179.5 called); the one above, inlined, over the Fp2
+// arithmetic above, is faster (2^22 172.1 ms; its bucket sums 157 ms instead of 165).
+#define MSM_MADD_G1(a, b) G1_(add_mixed)(a, b)
+#define MSM_MADD_G2(a, b) msm_madd_fast_g2(a, b)
+// G1's bucket kernel held to 128 registers, two 256-thread blocks an SM (it used 158, one
+// block): 2^22 51.4 ms instead of 54.9, 2^24 173.4 instead of 187.3 on the H200, despite a
+// few spills. G2's needs its 255 registers.
+#define MSM_LAUNCH_G1 __launch_bounds__(256, 2)
+#define MSM_LAUNCH_G2
+MSM_CURVE(g1, G1_AFFINE, G1_JACOBIAN, MSM_G1, MSM_FP, FP, MSM_MADD_G1, MSM_LAUNCH_G1)
+MSM_CURVE(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, MSM_FP2, FP2, MSM_MADD_G2, MSM_LAUNCH_G2)

@@ -66,17 +66,6 @@ fn need(what: &'static str, len: usize, needed: usize) -> Result<(), CudaError> 
     Ok(())
 }
 
-/// Experiment switch, to be removed once measured: ZKPIPE_MSM_G2=g2x|g2y loads the G2
-/// kernels built with an out-of-line Fp multiplication (g2x: called mixed addition, g2y:
-/// inlined).
-fn g2_variant() -> String {
-    match std::env::var("ZKPIPE_MSM_G2").as_deref() {
-        Ok("g2x") => "g2x".into(),
-        Ok("g2y") => "g2y".into(),
-        _ => "g2".into(),
-    }
-}
-
 fn grid(m: usize) -> Result<LaunchConfig, CudaError> {
     grid_of(m, BLOCK)
 }
@@ -117,7 +106,7 @@ impl MsmKernels {
             scatter: m.function("msm_scatter")?,
             task_counts: m.function("msm_task_counts")?,
             g1: curve("g1")?,
-            g2: curve(&g2_variant())?,
+            g2: curve("g2")?,
         })
     }
 
