@@ -2,6 +2,7 @@
 //! H step and the MSMs under the lock, every big buffer freed before the lock is let go.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -47,6 +48,9 @@ pub(crate) struct DeviceShared {
     pub keep_resident: bool,
     baseline_used: usize,
     resident: Mutex<Option<(u64, Arc<ResidentKey>)>>,
+    /// Bytes of NTT tables granted to this device's workers: kept for the workers' lifetime,
+    /// so no job can ever use them.
+    tables_held: AtomicUsize,
 }
 
 impl DeviceShared {
@@ -70,6 +74,7 @@ impl DeviceShared {
             g2_on_gpu,
             keep_resident,
             resident: Mutex::new(None),
+            tables_held: AtomicUsize::new(0),
         })
     }
 
@@ -179,7 +184,13 @@ impl GpuWorker {
         // One key at a time: a new key replaces the old one (jobs still using it keep it alive).
         *slot = None;
         let bytes = self.key_bytes(key);
-        if bytes + self.job_bytes(key, true) > self.dev.budget.capacity() {
+        let log_n = key.domain_size().trailing_zeros();
+        let mine = match self.tables.lock().map(|t| t.contains_key(&log_n)) {
+            Ok(true) => 0,
+            _ => CudaNtt::table_bytes(log_n),
+        };
+        let tables = self.dev.tables_held.load(Ordering::Relaxed) + mine;
+        if bytes + tables + self.job_bytes(key, true) > self.dev.budget.capacity() {
             tracing::warn!(
                 device = self.ordinal(),
                 key_bytes = bytes,
@@ -303,16 +314,21 @@ impl GpuWorker {
             true => 0,
             false => CudaNtt::table_bytes(log_n),
         };
+        // Tables stay granted, to this worker and to the others: a job must fit beside all.
         let capacity = self.dev.budget.capacity();
-        if needed + table_bytes > capacity {
+        let held = self.dev.tables_held.load(Ordering::Relaxed);
+        if needed + table_bytes + held > capacity {
             return Err(ProveError::TooLargeForDevice {
                 device: self.ordinal(),
-                needed: needed + table_bytes,
+                needed: needed + table_bytes + held,
                 capacity,
             });
         }
         if table_bytes > 0 {
             tables.insert(log_n, self.dev.budget.acquire(table_bytes, None)?);
+            self.dev
+                .tables_held
+                .fetch_add(table_bytes, Ordering::Relaxed);
         }
         drop(tables);
         let grant = self.dev.budget.acquire(needed, None)?;
