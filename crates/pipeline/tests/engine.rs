@@ -161,6 +161,28 @@ fn shutdown_finishes_every_accepted_job() {
 }
 
 #[test]
+fn a_cpu_engine_leaves_the_key_pageable_and_reports_no_device_time() {
+    let s = shape();
+    let key = std::sync::Arc::new(ProvingKey::new(random_key_parts(&s, 8)).unwrap());
+    let engine = Engine::start(Config {
+        backend: Backend::Cpu,
+        ..Config::default()
+    })
+    .unwrap();
+    engine.load_key(&key).unwrap();
+    engine
+        .submit(&key, random_witness(&s, 9), Randomness::Random)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let st = engine.shutdown();
+    assert!(!key.is_pinned(), "no driver, nothing to lock");
+    assert_eq!(st.key_pinned_bytes, 0);
+    assert_eq!((st.h_gpu_ms, st.msm_gpu_ms), (0.0, 0.0));
+    assert!(st.h_ms > 0.0 && st.g1_msm_ms > 0.0, "{st:?}");
+}
+
+#[test]
 fn a_gpu_backend_without_a_device_is_an_error_at_start() {
     let cfg = Config {
         backend: Backend::Gpu,
