@@ -119,6 +119,37 @@ KERNEL void msm_task_counts(const uint* __restrict__ counts, uint total, uint t,
   tasks[b] = (counts[b] + t - 1u) / t;
 }
 
+// The bucket of task g: the last bucket whose first task is at or before g.
+DEVICE inline uint msm_task_bucket(const uint* task_offsets, uint total, uint g) {
+  uint lo = 0, hi = total;
+  while (hi - lo > 1) {
+    const uint mid = (lo + hi) / 2;
+    if (task_offsets[mid] <= g) lo = mid; else hi = mid;
+  }
+  return lo;
+}
+
+// One thread per task slot g < slots: the task's bucket, and a key t - length that a counting
+// sort turns into an order of tasks by decreasing length. Bucket sizes vary (Poisson around
+// n / 2^(c-1)), and a warp runs as long as its longest task: in bucket order a warp of 128-point
+// buckets waits for one of about 150. Slots past the task count get no key.
+KERNEL void msm_task_keys(const uint* __restrict__ counts, const uint* __restrict__ task_offsets,
+                          const uint* __restrict__ tasks, uint total, uint t, uint slots,
+                          uint* __restrict__ keys, uint* __restrict__ vals,
+                          uint* __restrict__ bucket_of) {
+  const uint g = GET_GLOBAL_ID();
+  if (g >= slots) return;
+  if (g >= task_offsets[total - 1] + tasks[total - 1]) {
+    keys[g] = MSM_NO_KEY;
+    return;
+  }
+  const uint b = msm_task_bucket(task_offsets, total, g);
+  const uint len = min(t, counts[b] - (g - task_offsets[b]) * t);
+  keys[g] = t - len;
+  vals[g] = g;
+  bucket_of[g] = b;
+}
+
 // Curve operations behind non-inlined wrappers: each kernel calls them in several places, and
 // inlining ec-gpu-gen's G2 formulas everywhere made an 18 MB module.
 #define MSM_OPS(NAME, AFF, JAC, P)                                                                 \
@@ -134,15 +165,13 @@ KERNEL void msm_task_counts(const uint* __restrict__ counts, uint total, uint t,
   KERNEL void LAUNCH msm_task_sums_##NAME(const AFF* __restrict__ bases, const uint* __restrict__ sorted, \
                                    const uint* __restrict__ offsets, const uint* __restrict__ counts, \
                                    const uint* __restrict__ task_offsets, const uint* __restrict__ tasks, \
-                                   uint total, uint t, JAC* __restrict__ partial) {              \
-    const uint g = GET_GLOBAL_ID();                                                             \
-    if (g >= task_offsets[total - 1] + tasks[total - 1]) return;                                \
-    /* The bucket: the last one whose first task is at or before g. */                         \
-    uint lo = 0, hi = total;                                                                    \
-    while (hi - lo > 1) {                                                                       \
-      const uint mid = (lo + hi) / 2;                                                           \
-      if (task_offsets[mid] <= g) lo = mid; else hi = mid;                                      \
-    }                                                                                           \
+                                   uint total, uint t, const uint* __restrict__ order,          \
+                                   const uint* __restrict__ bucket_of, JAC* __restrict__ partial) { \
+    const uint slot = GET_GLOBAL_ID();                                                          \
+    if (slot >= task_offsets[total - 1] + tasks[total - 1]) return;                             \
+    /* Slot to task: longest tasks first (msm_task_keys and a counting sort). */               \
+    const uint g = order[slot];                                                                 \
+    const uint lo = bucket_of[g];                                                               \
     const uint start = offsets[lo] + (g - task_offsets[lo]) * t;                                \
     const uint end = min(start + t, offsets[lo] + counts[lo]);                                  \
     const FT zero = F(ZERO);                                                                     \

@@ -26,6 +26,8 @@ pub const IMAGE: KernelImage = KernelImage {
 /// The kernels of one curve.
 #[derive(Debug)]
 pub struct CurveKernels {
+    /// Threads a block of the bucket-sum kernel.
+    task_block: u32,
     sum_groups: Function,
     task_sums: Function,
     task_reduce: Function,
@@ -43,6 +45,7 @@ pub struct MsmKernels {
     scan_add: Function,
     scatter: Function,
     task_counts: Function,
+    task_keys: Function,
     /// G1 kernels.
     pub g1: CurveKernels,
     /// G2 kernels.
@@ -89,7 +92,12 @@ impl MsmKernels {
     pub fn load(ctx: &Arc<Context>) -> Result<Self, CudaError> {
         let m = Module::load(ctx, &IMAGE)?;
         let curve = |name: &str| -> Result<CurveKernels, CudaError> {
+            // G2's bucket kernel (255 registers, one 256-thread block an SM) in blocks of 128:
+            // 2^22 146.5 ms instead of 151.3 on the H200 (64: 147.5). G1's (128 registers,
+            // two blocks an SM) is best in blocks of 256: 2^24 161.7 ms, 167.2 in blocks of 128.
+            let task_block = if name == "g2" { 128 } else { BLOCK };
             Ok(CurveKernels {
+                task_block,
                 sum_groups: m.function(&format!("msm_sum_groups_{name}"))?,
                 task_sums: m.function(&format!("msm_task_sums_{name}"))?,
                 task_reduce: m.function(&format!("msm_task_reduce_{name}"))?,
@@ -105,6 +113,7 @@ impl MsmKernels {
             scan_add: m.function("msm_scan_add")?,
             scatter: m.function("msm_scatter")?,
             task_counts: m.function("msm_task_counts")?,
+            task_keys: m.function("msm_task_keys")?,
             g1: curve("g1")?,
             g2: curve("g2")?,
         })
@@ -255,6 +264,69 @@ impl MsmKernels {
     }
 }
 
+impl MsmKernels {
+    /// For each task slot g < slots: keys[g] = t - (task g's length), vals[g] = g and
+    /// bucket_of[g] = its bucket; slots past the task count get the no-key marker. Sorted by
+    /// key, the tasks come longest first.
+    #[allow(clippy::too_many_arguments)]
+    pub fn task_keys(
+        &self,
+        s: &Stream,
+        counts: &DeviceBuffer<u32>,
+        tasks: (&DeviceBuffer<u32>, &DeviceBuffer<u32>),
+        total: usize,
+        t: u32,
+        keys: &mut DeviceBuffer<u32>,
+        vals: &mut DeviceBuffer<u32>,
+        bucket_of: &mut DeviceBuffer<u32>,
+    ) -> Result<(), CudaError> {
+        let (task_offsets, task_counts) = tasks;
+        for (what, b) in [
+            ("counts", counts),
+            ("task offsets", task_offsets),
+            ("tasks", task_counts),
+        ] {
+            need(what, b.len(), total)?;
+        }
+        let slots = keys.len();
+        need("task values", vals.len(), slots)?;
+        need("task buckets", bucket_of.len(), slots)?;
+        if total == 0 || t == 0 {
+            return Err(CudaError::BufferTooSmall {
+                what: "buckets",
+                len: total,
+                needed: 1,
+            });
+        }
+        let t32 = u32::try_from(total).map_err(|_| CudaError::TooLarge { n: total })?;
+        let s32 = u32::try_from(slots).map_err(|_| CudaError::TooLarge { n: slots })?;
+        // SAFETY: thread g < slots writes keys/vals/bucket_of[g] (all hold slots entries) and
+        // reads the task tables below total (checked).
+        unsafe {
+            self.task_keys.launch(
+                s,
+                grid(slots)?,
+                &[
+                    counts,
+                    task_offsets,
+                    task_counts,
+                    &t32,
+                    &t,
+                    &s32,
+                    &*keys,
+                    &*vals,
+                    &*bucket_of,
+                ],
+            )
+        }?;
+        Ok(())
+    }
+}
+
+/// An order of the task slots (a permutation of the tasks) and each task's bucket, from
+/// [`MsmKernels::task_keys`] and a counting sort.
+pub type TaskOrder<'a> = (&'a DeviceBuffer<u32>, &'a DeviceBuffer<u32>);
+
 impl CurveKernels {
     /// partial[k] = the sum of task k's points: task j of bucket b covers its points
     /// [j·t, (j + 1)·t). `partial` holds at least the number of tasks.
@@ -270,10 +342,14 @@ impl CurveKernels {
         tasks: (&DeviceBuffer<u32>, &DeviceBuffer<u32>),
         total: usize,
         t: u32,
+        order: TaskOrder<'_>,
         partial: &mut DeviceBuffer<J>,
     ) -> Result<(), CudaError> {
         let (task_offsets, task_counts) = tasks;
         need("bases", bases.len(), n)?;
+        let (order, bucket_of) = order;
+        need("task order", order.len(), partial.len())?;
+        need("task buckets", bucket_of.len(), partial.len())?;
         for (what, b) in [
             ("offsets", offsets),
             ("counts", counts),
@@ -292,11 +368,13 @@ impl CurveKernels {
         let t32 = u32::try_from(total).map_err(|_| CudaError::TooLarge { n: total })?;
         // SAFETY: values index bases below n (made by `digits` from scalar indices); threads
         // beyond the device-side task count return; the host sized `partial` for every task
-        // (total + m / t bounds the sum of ceil(count / t)).
+        // (total + m / t bounds the sum of ceil(count / t)). `order` is a permutation of the
+        // tasks and `bucket_of` their buckets (task_keys and a counting sort), both holding
+        // partial.len() entries (checked).
         unsafe {
             self.task_sums.launch(
                 s,
-                grid(partial.len())?,
+                grid_of(partial.len(), self.task_block)?,
                 &[
                     bases,
                     sorted,
@@ -306,6 +384,8 @@ impl CurveKernels {
                     task_counts,
                     &t32,
                     &t,
+                    order,
+                    bucket_of,
                     &*partial,
                 ],
             )

@@ -106,7 +106,11 @@ impl Plan {
     pub fn workspace_bytes(&self, jac: usize) -> usize {
         let m = self.n * self.nw as usize;
         let segments = (self.nw * self.segs()) as usize;
-        3 * 4 * m + 5 * 4 * self.total() + jac * (self.total() + self.max_tasks() + segments)
+        let order = 4 * 4 * self.max_tasks() + 3 * 4 * self.t as usize;
+        3 * 4 * m
+            + 5 * 4 * self.total()
+            + order
+            + jac * (self.total() + self.max_tasks() + segments)
     }
 }
 
@@ -123,6 +127,7 @@ pub(crate) struct Workspace<J> {
     tasks: DeviceBuffer<u32>,
     task_offsets: DeviceBuffer<u32>,
     tiles: DeviceBuffer<u32>,
+    order: TaskSort,
     partial: DeviceBuffer<J>,
     sums: DeviceBuffer<J>,
     segments: DeviceBuffer<J>,
@@ -143,6 +148,7 @@ impl<J: bytemuck::Pod> Workspace<J> {
             tasks: DeviceBuffer::alloc(ctx, total)?,
             task_offsets: DeviceBuffer::alloc(ctx, total)?,
             tiles: DeviceBuffer::alloc(ctx, scan_tiles(total).max(1))?,
+            order: TaskSort::alloc(ctx, &plan)?,
             partial: DeviceBuffer::alloc(ctx, plan.max_tasks())?,
             segments: DeviceBuffer::alloc(ctx, (plan.nw * plan.segs()) as usize)?,
             sums: DeviceBuffer::alloc(ctx, total)?,
@@ -197,8 +203,10 @@ impl<J: bytemuck::Pod> Workspace<J> {
             total,
             &mut self.tiles,
         )?;
-        let ck = C::kernels(k);
         let tasks = (&self.task_offsets, &self.tasks);
+        self.order.sort(k, s, &self.counts, tasks, total, p.t)?;
+        let order = (&self.order.order, &self.order.bucket_of);
+        let ck = C::kernels(k);
         ck.task_sums(
             s,
             bases,
@@ -209,6 +217,7 @@ impl<J: bytemuck::Pod> Workspace<J> {
             tasks,
             total,
             p.t,
+            order,
             &mut self.partial,
         )?;
         ck.task_reduce(s, &self.partial, tasks, total, accumulate, &mut self.sums)?;
@@ -229,6 +238,73 @@ impl<J: bytemuck::Pod> Workspace<J> {
         ck.segments(s, &self.sums, p.buckets, p.nw, p.seg, &mut self.segments)?;
         ck.sum_groups(s, &self.segments, p.out_len(), p.fold(), out)?;
         mark(marks, 4, s)
+    }
+}
+
+/// Buffers of the counting sort that orders the bucket tasks by decreasing length.
+#[derive(Debug)]
+struct TaskSort {
+    keys: DeviceBuffer<u32>,
+    vals: DeviceBuffer<u32>,
+    order: DeviceBuffer<u32>,
+    bucket_of: DeviceBuffer<u32>,
+    counts: DeviceBuffer<u32>,
+    offsets: DeviceBuffer<u32>,
+    cursor: DeviceBuffer<u32>,
+    tiles: DeviceBuffer<u32>,
+}
+
+impl TaskSort {
+    fn alloc(ctx: &Arc<Context>, plan: &Plan) -> Result<Self, CudaError> {
+        let slots = plan.max_tasks();
+        let t = plan.t as usize;
+        Ok(Self {
+            keys: DeviceBuffer::alloc(ctx, slots)?,
+            vals: DeviceBuffer::alloc(ctx, slots)?,
+            order: DeviceBuffer::alloc(ctx, slots)?,
+            bucket_of: DeviceBuffer::alloc(ctx, slots)?,
+            counts: DeviceBuffer::alloc(ctx, t)?,
+            offsets: DeviceBuffer::alloc(ctx, t)?,
+            cursor: DeviceBuffer::alloc(ctx, t)?,
+            tiles: DeviceBuffer::alloc(ctx, scan_tiles(t).max(1))?,
+        })
+    }
+
+    /// Enqueues the task keys and their counting sort: `order` becomes the task slots,
+    /// longest task first, and `bucket_of` each task's bucket.
+    fn sort(
+        &mut self,
+        k: &MsmKernels,
+        s: &Stream,
+        counts: &DeviceBuffer<u32>,
+        tasks: (&DeviceBuffer<u32>, &DeviceBuffer<u32>),
+        total: usize,
+        t: u32,
+    ) -> Result<(), CudaError> {
+        let slots = self.keys.len();
+        let lengths = t as usize;
+        k.task_keys(
+            s,
+            counts,
+            tasks,
+            total,
+            t,
+            &mut self.keys,
+            &mut self.vals,
+            &mut self.bucket_of,
+        )?;
+        self.counts.zero_async(s)?;
+        k.histogram(s, &self.keys, slots, &mut self.counts, lengths)?;
+        k.scan(s, &self.counts, &mut self.offsets, lengths, &mut self.tiles)?;
+        self.cursor.copy_from_device_async_at(0, &self.offsets, s)?;
+        k.scatter(
+            s,
+            &self.keys,
+            &self.vals,
+            slots,
+            &mut self.cursor,
+            &mut self.order,
+        )
     }
 }
 

@@ -1,5 +1,6 @@
-// Kernels of zkpipe-ntt: Stockham radix-2^deg passes with shared-memory butterflies, powers
-// from two-level tables, scaling, the H step's pointwise combination, and bit reversal.
+// Kernels of zkpipe-ntt: Stockham radix-2^deg passes with shared-memory butterflies, twiddles
+// from full or two-level tables, scaling fused into a pass, the H step's pointwise
+// combination, and bit reversal.
 //
 // A power w^e (e < 2^28) is lo[e mod 2^lo_bits] * hi[e >> lo_bits]: two small tables that stay
 // in L2 instead of one of n entries, for one extra multiplication.
@@ -31,6 +32,14 @@ DEVICE inline FR zk_power(const FR* lo, const FR* hi, uint e, uint lo_bits) {
   const uint h = e >> lo_bits;
   if (h == 0) return zk_load(lo + l);
   if (l == 0) return zk_load(hi + h);
+  return FR_(mul)(zk_load(lo + l), zk_load(hi + h));
+}
+
+// c * s^e from tables scaled by c: lo[l] = c * s^l, hi[h] = s^(h << lo_bits).
+DEVICE inline FR zk_scaled(const FR* lo, const FR* hi, uint e, uint lo_bits) {
+  const uint l = e & ((1u << lo_bits) - 1u);
+  const uint h = e >> lo_bits;
+  if (h == 0) return zk_load(lo + l);
   return FR_(mul)(zk_load(lo + l), zk_load(hi + h));
 }
 
@@ -75,9 +84,13 @@ DEVICE inline void zk_sput(uint* s, uint stride, uint i, const FR v) {
 // GPU FFT), with table twiddles instead of per-thread powers and word-sliced shared memory.
 // Grid: n >> deg blocks of 2^(deg-1) threads; dynamic shared memory: 3 * 2^(deg-1) elements.
 // `full` (may be null): w^j for j < n/2, used instead of the two-level tables.
-KERNEL void ntt_pass(const FR* __restrict__ x, FR* __restrict__ y, const FR* __restrict__ lo,
-                     const FR* __restrict__ hi, uint lo_bits, const FR* __restrict__ full,
-                     uint lgn, uint lgp, uint deg) {
+// Scaling fused into the pass, so that it costs no pass over memory of its own: with
+// scale_at = 1 (first pass only) input element e is multiplied by c * s^e, with scale_at = 2
+// (last pass only) output element e, from the scaled tables slo/shi (zk_scaled).
+DEVICE inline void zk_pass(const FR* __restrict__ x, FR* __restrict__ y, const FR* __restrict__ lo,
+                           const FR* __restrict__ hi, uint lo_bits, const FR* __restrict__ full,
+                           uint lgn, uint lgp, uint deg, const FR* __restrict__ slo,
+                           const FR* __restrict__ shi, uint s_lo_bits, uint scale_at) {
   extern __shared__ uint zk_words[];
   const uint count = 1u << deg;
   const uint counth = count >> 1;
@@ -96,6 +109,7 @@ KERNEL void ntt_pass(const FR* __restrict__ x, FR* __restrict__ y, const FR* __r
   const uint shift = lgn - lgp - deg;
   for (uint i = lid; i < count; i += counth) {
     FR v = zk_load(x + i * t);
+    if (scale_at == 1) v = FR_(mul)(v, zk_scaled(slo, shi, index + (uint)(i * t), s_lo_bits));
     if (k != 0 && i != 0) v = FR_(mul)(v, zk_root(full, lo, hi, (k * i) << shift, lo_bits, half));
     zk_sput(u, count, i, v);
   }
@@ -115,23 +129,39 @@ KERNEL void ntt_pass(const FR* __restrict__ x, FR* __restrict__ y, const FR* __r
     __syncthreads();
   }
 
-  zk_store(y + lid * p, zk_sget(u, count, zk_bitrev(lid, deg)));
-  zk_store(y + (lid + counth) * p, zk_sget(u, count, zk_bitrev(lid + counth, deg)));
+  FR o0 = zk_sget(u, count, zk_bitrev(lid, deg));
+  FR o1 = zk_sget(u, count, zk_bitrev(lid + counth, deg));
+  if (scale_at == 2) {
+    const uint base = ((index - k) << deg) + k;  // y's offset from the output's start
+    o0 = FR_(mul)(o0, zk_scaled(slo, shi, base + (uint)(lid * p), s_lo_bits));
+    o1 = FR_(mul)(o1, zk_scaled(slo, shi, base + (uint)((lid + counth) * p), s_lo_bits));
+  }
+  zk_store(y + lid * p, o0);
+  zk_store(y + (lid + counth) * p, o1);
 }
 
-// x[i] *= c * s^i, with s^i from the two-level tables of s.
-KERNEL void ntt_scale_powers(FR* x, uint n, const FR* __restrict__ lo, const FR* __restrict__ hi,
-                             uint lo_bits, FR c) {
-  const uint i = GET_GLOBAL_ID();
-  if (i >= n) return;
-  x[i] = FR_(mul)(FR_(mul)(x[i], zk_power(lo, hi, i, lo_bits)), c);
+// The unscaled pass has its own entry: the scaling's registers (83 instead of 78) cost the
+// 8-bit passes a block per SM (2^24: 5.81 ms instead of 5.52 on the H200).
+KERNEL void ntt_pass(const FR* __restrict__ x, FR* __restrict__ y, const FR* __restrict__ lo,
+                     const FR* __restrict__ hi, uint lo_bits, const FR* __restrict__ full,
+                     uint lgn, uint lgp, uint deg) {
+  zk_pass(x, y, lo, hi, lo_bits, full, lgn, lgp, deg, lo, hi, lo_bits, 0u);
 }
 
-// x[i] *= c.
-KERNEL void ntt_scale(FR* x, uint n, FR c) {
-  const uint i = GET_GLOBAL_ID();
-  if (i >= n) return;
-  x[i] = FR_(mul)(x[i], c);
+// EXPERIMENT: held to 64 registers (32 bytes of spills), for more resident blocks.
+KERNEL void __launch_bounds__(256, 4)
+ntt_pass_r64(const FR* __restrict__ x, FR* __restrict__ y, const FR* __restrict__ lo,
+             const FR* __restrict__ hi, uint lo_bits, const FR* __restrict__ full, uint lgn,
+             uint lgp, uint deg) {
+  zk_pass(x, y, lo, hi, lo_bits, full, lgn, lgp, deg, lo, hi, lo_bits, 0u);
+}
+
+KERNEL void ntt_pass_scaled(const FR* __restrict__ x, FR* __restrict__ y,
+                            const FR* __restrict__ lo, const FR* __restrict__ hi, uint lo_bits,
+                            const FR* __restrict__ full, uint lgn, uint lgp, uint deg,
+                            const FR* __restrict__ slo, const FR* __restrict__ shi,
+                            uint s_lo_bits, uint scale_at) {
+  zk_pass(x, y, lo, hi, lo_bits, full, lgn, lgp, deg, slo, shi, s_lo_bits, scale_at);
 }
 
 // The H step's pointwise part on the coset: a[i] = (a[i] * b[i] - c[i]) * z_inv.

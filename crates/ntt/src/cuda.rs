@@ -12,15 +12,19 @@ use zkpipe_pinned::PinnedMemory;
 use zkpipe_stream::upload;
 
 use crate::domain::{coset_generator, vanishing_inverse_on_coset, Domain};
-use crate::kernels::{NttKernels, PowerTables, FULL_TABLE_MAX_LOG_N, MAX_DEG};
+use crate::kernels::{NttKernels, PowerTables, ScaleAt, FULL_TABLE_MAX_LOG_N, MAX_DEG};
 use crate::{Direction, Ntt, NttConfig, NttError, Ordering};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum TableKey {
     /// Powers of the domain's root of unity (or of its inverse).
     Root { log_n: u32, inverse: bool },
-    /// Powers of a coset shift, as its limbs.
-    Shift { log_n: u32, base: [u32; 8] },
+    /// A constant times the powers of a coset shift (c · s^e), both as limbs.
+    Shift {
+        log_n: u32,
+        base: [u32; 8],
+        scale: [u32; 8],
+    },
 }
 
 /// The NTT on one CUDA device. Work is enqueued on [`CudaNtt::stream`]; the `*_device`
@@ -55,8 +59,8 @@ impl CudaNtt {
     }
 
     /// Device bytes this NTT keeps cached for transforms of 2^log_n (root tables of both
-    /// directions and the coset's shift tables), allocated on first use and kept until the
-    /// NTT is dropped.
+    /// directions and the H step's two scaled shift tables), allocated on first use and kept
+    /// until the NTT is dropped.
     pub fn table_bytes(log_n: u32) -> usize {
         let fr = std::mem::size_of::<Fr>();
         let lo_bits = log_n.div_ceil(2);
@@ -88,6 +92,7 @@ impl CudaNtt {
         &self,
         key: TableKey,
         base: Scalar,
+        scale: Scalar,
         log_n: u32,
     ) -> Result<Arc<PowerTables>, NttError> {
         let mut map = self.tables.lock().unwrap_or_else(|p| p.into_inner());
@@ -104,7 +109,11 @@ impl CudaNtt {
             }
             v
         };
-        let lo = powers(base, 1 << lo_bits);
+        // c · s^e = (c · s^l) · s^(h·2^lo_bits): the constant rides in the low table.
+        let lo: Vec<Scalar> = powers(base, 1 << lo_bits)
+            .into_iter()
+            .map(|x| x * scale)
+            .collect();
         let hi = powers(base.pow_vartime([1u64 << lo_bits]), 1 << (log_n - lo_bits));
         let mut t = PowerTables {
             lo: DeviceBuffer::from_host(&self.ctx, cast::scalars_as_fr(&lo))?,
@@ -132,31 +141,48 @@ impl CudaNtt {
                 inverse,
             },
             base,
+            Scalar::ONE,
             d.log_n,
         )
     }
 
-    fn shift_tables(&self, d: &Domain, shift: Scalar) -> Result<Arc<PowerTables>, NttError> {
+    /// Tables of c · s^e for the scaling fused into a pass.
+    fn shift_tables(
+        &self,
+        d: &Domain,
+        shift: Scalar,
+        scale: Scalar,
+    ) -> Result<Arc<PowerTables>, NttError> {
         let key = TableKey::Shift {
             log_n: d.log_n,
             base: Fr::from(shift).0,
+            scale: Fr::from(scale).0,
         };
-        self.tables(key, shift, d.log_n)
+        self.tables(key, shift, scale, d.log_n)
     }
 
-    /// The radix passes only: natural in, natural out, unscaled.
+    /// The radix passes: natural in, natural out; `scale` (x_e *= c · s^e, from
+    /// [`CudaNtt::shift_tables`]) applied to the first pass's input or the last one's output.
     fn passes(
         &self,
         d: &Domain,
         data: &mut DeviceBuffer<Fr>,
         scratch: &mut DeviceBuffer<Fr>,
         inverse: bool,
+        scale: Option<ScaleAt<'_>>,
     ) -> Result<(), NttError> {
         let w = self.root_tables(d, inverse)?;
+        let degs = pass_degrees(d.log_n);
+        let last = degs.len().saturating_sub(1);
         let mut lgp = 0;
-        for deg in pass_degrees(d.log_n) {
+        for (i, deg) in degs.into_iter().enumerate() {
+            let sc = match scale {
+                Some(ScaleAt::Input(_)) if i == 0 => scale,
+                Some(ScaleAt::Output(_)) if i == last => scale,
+                _ => None,
+            };
             self.k
-                .pass(&self.stream, data, scratch, &w, d.log_n, lgp, deg)?;
+                .pass(&self.stream, data, scratch, &w, d.log_n, lgp, deg, sc)?;
             std::mem::swap(data, scratch);
             lgp += deg;
         }
@@ -192,24 +218,21 @@ impl CudaNtt {
             std::mem::swap(data, scratch);
         }
         match dir {
-            Direction::Forward => {
-                if let Some(s) = cfg.coset.shift() {
-                    let t = self.shift_tables(&d, s)?;
-                    self.k
-                        .scale_powers(&self.stream, data, &t, Fr::from(Scalar::ONE))?;
+            Direction::Forward => match cfg.coset.shift() {
+                Some(s) => {
+                    let t = self.shift_tables(&d, s, Scalar::ONE)?;
+                    self.passes(&d, data, scratch, false, Some(ScaleAt::Input(&t)))?;
                 }
-                self.passes(&d, data, scratch, false)?;
-            }
+                None => self.passes(&d, data, scratch, false, None)?,
+            },
             Direction::Inverse => {
-                self.passes(&d, data, scratch, true)?;
-                match cfg.coset.shift() {
-                    Some(s) => {
-                        let t = self.shift_tables(&d, s.invert().unwrap_or(Scalar::ZERO))?;
-                        self.k
-                            .scale_powers(&self.stream, data, &t, Fr::from(d.n_inv))?;
-                    }
-                    None => self.k.scale(&self.stream, data, Fr::from(d.n_inv))?,
-                }
+                // 1/n, times s^-e on a coset: one multiplication a element in the last pass.
+                let s_inv = match cfg.coset.shift() {
+                    Some(s) => s.invert().unwrap_or(Scalar::ZERO),
+                    None => Scalar::ONE,
+                };
+                let t = self.shift_tables(&d, s_inv, d.n_inv)?;
+                self.passes(&d, data, scratch, true, Some(ScaleAt::Output(&t)))?;
             }
         }
         if matches!(cfg.ordering, Ordering::NR | Ordering::RR) {
@@ -227,11 +250,9 @@ impl CudaNtt {
         v: &mut DeviceBuffer<Fr>,
         scratch: &mut DeviceBuffer<Fr>,
     ) -> Result<(), NttError> {
-        self.passes(d, v, scratch, true)?;
-        let g = self.shift_tables(d, coset_generator())?;
-        self.k
-            .scale_powers(&self.stream, v, &g, Fr::from(d.n_inv))?;
-        self.passes(d, v, scratch, false)
+        let g = self.shift_tables(d, coset_generator(), d.n_inv)?;
+        self.passes(d, v, scratch, true, Some(ScaleAt::Output(&g)))?;
+        self.passes(d, v, scratch, false, None)
     }
 
     /// Enqueues the H step on device-resident a, b, c (length n = 2^k): returns the buffer
@@ -267,10 +288,9 @@ impl CudaNtt {
         self.stream.synchronize()?;
         drop(b);
         drop(c);
-        self.passes(d, &mut a, &mut scratch, true)?;
-        let g_inv = self.shift_tables(d, coset_generator().invert().unwrap_or(Scalar::ZERO))?;
-        self.k
-            .scale_powers(&self.stream, &mut a, &g_inv, Fr::from(d.n_inv))?;
+        let g_inv = coset_generator().invert().unwrap_or(Scalar::ZERO);
+        let t = self.shift_tables(d, g_inv, d.n_inv)?;
+        self.passes(d, &mut a, &mut scratch, true, Some(ScaleAt::Output(&t)))?;
         Ok(a)
     }
 
@@ -481,7 +501,7 @@ mod tests {
                 .all(|&x| (1..=crate::kernels::MAX_DEG).contains(&x)));
             assert!(d.iter().max().unwrap() - d.iter().min().unwrap() <= 1);
         }
-        assert_eq!(pass_degrees(27), vec![9, 9, 9]);
+        assert_eq!(pass_degrees(27), vec![7, 7, 7, 6]);
         assert_eq!(pass_degrees(24), vec![8, 8, 8]);
     }
 }

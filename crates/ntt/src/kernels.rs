@@ -20,8 +20,10 @@ pub const IMAGE: KernelImage = KernelImage {
     }],
 };
 
-/// The largest radix exponent of one pass (2^9 elements per block).
-pub const MAX_DEG: u32 = 9;
+/// The largest radix exponent of one pass (2^8 elements per block). 9-bit passes (three for
+/// 2^27 instead of four) were slower on the H200: 2^27 in 65.8 ms instead of 51.0, 2^26 29.5
+/// instead of 24.6; 7-bit passes made 2^22 slower (1.99 ms instead of 1.31).
+pub const MAX_DEG: u32 = 8;
 
 /// ec-gpu-gen's largest radix exponent (its `MAX_LOG2_RADIX`).
 const EC_GPU_GEN_MAX_DEG: u32 = 8;
@@ -43,18 +45,27 @@ pub struct PowerTables {
     pub full: Option<DeviceBuffer<Fr>>,
 }
 
-/// The largest domain whose root tables are kept in full (2^23 entries, 256 MiB a
-/// direction, at 2^24). Above it the two-level tables alone (a 2^27 full table would take
-/// 2 GiB a direction).
-pub const FULL_TABLE_MAX_LOG_N: u32 = 24;
+/// The largest domain whose root tables are kept in full: 2^26 entries, 2 GiB a direction,
+/// at 2^27 (2^27 in 51.0 ms instead of 57.2 with two-level tables above 2^24, on the H200).
+/// Above it the two-level tables alone (4 GiB a direction at 2^28).
+pub const FULL_TABLE_MAX_LOG_N: u32 = 27;
+
+/// Where a pass applies a scaling x_e *= c · s^e (e: the element's natural index), from
+/// tables of s whose low table is multiplied by c.
+#[derive(Debug, Clone, Copy)]
+pub enum ScaleAt<'a> {
+    /// To the input of the first pass (lgp = 0).
+    Input(&'a PowerTables),
+    /// To the output of the last pass (lgp + deg = log_n).
+    Output(&'a PowerTables),
+}
 
 /// The NTT kernels of one device.
 #[derive(Debug)]
 pub struct NttKernels {
     pass: Function,
+    pass_scaled: Function,
     expand: Function,
-    scale_powers: Function,
-    scale: Function,
     h_combine: Function,
     bit_reverse: Function,
 }
@@ -84,14 +95,20 @@ impl NttKernels {
     /// Loads the kernels on `ctx`'s device.
     pub fn load(ctx: &Arc<Context>) -> Result<Self, NttError> {
         let m = Module::load(ctx, &IMAGE)?;
-        let pass = m.function("ntt_pass")?;
+        // EXPERIMENT: ZKPIPE_NTT_PASS=r64 (to be measured, then removed).
+        let name = match std::env::var("ZKPIPE_NTT_PASS").as_deref() {
+            Ok("r64") => "ntt_pass_r64",
+            _ => "ntt_pass",
+        };
+        let pass = m.function(name)?;
         let shared = 3 * (1u32 << (MAX_DEG - 1)) * std::mem::size_of::<Fr>() as u32;
         pass.set_max_dynamic_shared(shared)?;
+        let pass_scaled = m.function("ntt_pass_scaled")?;
+        pass_scaled.set_max_dynamic_shared(shared)?;
         Ok(Self {
             pass,
+            pass_scaled,
             expand: m.function("ntt_expand")?,
-            scale_powers: m.function("ntt_scale_powers")?,
-            scale: m.function("ntt_scale")?,
             h_combine: m.function("ntt_h_combine")?,
             bit_reverse: m.function("ntt_bit_reverse")?,
         })
@@ -109,6 +126,7 @@ impl NttKernels {
         log_n: u32,
         lgp: u32,
         deg: u32,
+        scale: Option<ScaleAt<'_>>,
     ) -> Result<(), NttError> {
         if log_n > crate::MAX_LOG_N {
             return Err(NttError::DomainSize {
@@ -134,6 +152,20 @@ impl NttKernels {
                 max: log_n,
             });
         }
+        // Unscaled passes hand the root tables over as the (unread) scaling tables.
+        let (st, scale_at) = match scale {
+            None => (w, 0u32),
+            Some(ScaleAt::Input(t)) if lgp == 0 => (t, 1u32),
+            Some(ScaleAt::Output(t)) if lgp + deg == log_n => (t, 2u32),
+            Some(_) => {
+                return Err(NttError::DomainSize {
+                    log_n: lgp + deg,
+                    max: log_n,
+                })
+            }
+        };
+        check_tables(st, log_n)?;
+        let (slo, shi, s_lo_bits) = (&st.lo, &st.hi, st.lo_bits);
         let counth = 1u32 << (deg - 1);
         let cfg = LaunchConfig {
             grid: ((n >> deg) as u32, 1, 1),
@@ -144,12 +176,24 @@ impl NttKernels {
         // 2^log_n (checked above; `full`, when not null, holds n/2 entries); the kernel reads
         // x[0..n), writes y[0..n) and reads the tables at exponents below 2^log_n. The
         // buffers outlive the launch: the caller synchronises the stream before dropping them.
+        // The scaling tables (read only when scale_at != 0) cover exponents below 2^log_n.
         unsafe {
-            self.pass.launch(
-                s,
-                cfg,
-                &[x, &*y, &w.lo, &w.hi, &w.lo_bits, &full, &log_n, &lgp, &deg],
-            )
+            if scale_at == 0 {
+                self.pass.launch(
+                    s,
+                    cfg,
+                    &[x, &*y, &w.lo, &w.hi, &w.lo_bits, &full, &log_n, &lgp, &deg],
+                )
+            } else {
+                self.pass_scaled.launch(
+                    s,
+                    cfg,
+                    &[
+                        x, &*y, &w.lo, &w.hi, &w.lo_bits, &full, &log_n, &lgp, &deg, slo, shi,
+                        &s_lo_bits, &scale_at,
+                    ],
+                )
+            }
         }?;
         Ok(())
     }
@@ -174,52 +218,6 @@ impl NttKernels {
                 LaunchConfig::for_elements(n, BLOCK),
                 &[&w.lo, &w.hi, &w.lo_bits, &n32, &*out],
             )
-        }?;
-        Ok(())
-    }
-
-    /// x[i] *= c · w^i for i < x.len() (which must not exceed 2^tables.log_n).
-    pub fn scale_powers(
-        &self,
-        s: &Stream,
-        x: &mut DeviceBuffer<Fr>,
-        w: &PowerTables,
-        c: Fr,
-    ) -> Result<(), NttError> {
-        let n = x.len();
-        if n == 0 {
-            return Ok(());
-        }
-        check_tables(w, n.next_power_of_two().trailing_zeros())?;
-        let n32 = u32::try_from(n).map_err(|_| NttError::DomainSize {
-            log_n: 32,
-            max: crate::MAX_LOG_N,
-        })?;
-        // SAFETY: one thread per element of x; exponents stay below 2^tables.log_n.
-        unsafe {
-            self.scale_powers.launch(
-                s,
-                LaunchConfig::for_elements(n, BLOCK),
-                &[&*x, &n32, &w.lo, &w.hi, &w.lo_bits, &c],
-            )
-        }?;
-        Ok(())
-    }
-
-    /// x[i] *= c.
-    pub fn scale(&self, s: &Stream, x: &mut DeviceBuffer<Fr>, c: Fr) -> Result<(), NttError> {
-        let n = x.len();
-        if n == 0 {
-            return Ok(());
-        }
-        let n32 = u32::try_from(n).map_err(|_| NttError::DomainSize {
-            log_n: 32,
-            max: crate::MAX_LOG_N,
-        })?;
-        // SAFETY: one thread per element of x.
-        unsafe {
-            self.scale
-                .launch(s, LaunchConfig::for_elements(n, BLOCK), &[&*x, &n32, &c])
         }?;
         Ok(())
     }

@@ -256,13 +256,15 @@ proptest! {
 fn cached_table_bytes_follow_the_full_table_limit() {
     use zkpipe_ntt::CudaNtt;
     let fr = 32;
-    // 2^24 keeps full root tables (n/2 entries a direction) beside the two-level ones.
     let two_level = |log_n: u32| ((1usize << log_n.div_ceil(2)) + (1 << (log_n / 2))) * fr;
-    assert_eq!(
-        CudaNtt::table_bytes(24),
-        2 * (two_level(24) + (1 << 23) * fr) + 2 * two_level(24)
-    );
-    // Above 2^24 only the two-level tables: a few MiB, not GiB.
-    assert_eq!(CudaNtt::table_bytes(27), 4 * two_level(27));
-    assert!(CudaNtt::table_bytes(27) < CudaNtt::table_bytes(24));
+    // Up to 2^27, full root tables (n/2 entries a direction) beside the two-level ones.
+    for log_n in [24, 27] {
+        assert_eq!(
+            CudaNtt::table_bytes(log_n),
+            2 * (two_level(log_n) + (1 << (log_n - 1)) * fr) + 2 * two_level(log_n)
+        );
+    }
+    // Above 2^27 only the two-level tables: a few MiB, not GiB.
+    assert_eq!(CudaNtt::table_bytes(28), 4 * two_level(28));
+    assert!(CudaNtt::table_bytes(28) < CudaNtt::table_bytes(24));
 }
