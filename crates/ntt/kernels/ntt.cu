@@ -105,32 +105,47 @@ DEVICE inline void zk_pass(const FR* __restrict__ x, FR* __restrict__ y, const F
   y += (((size_t)(index - k)) << deg) + k;
 
   const uint half = 1u << (lgn - 1);
-  zk_sput(pq, counth, lid, zk_root(full, lo, hi, lid << (lgn - deg), lo_bits, half));
   const uint shift = lgn - lgp - deg;
-  for (uint i = lid; i < count; i += counth) {
-    FR v = zk_load(x + i * t);
-    if (scale_at == 1) v = FR_(mul)(v, zk_scaled(slo, shi, index + (uint)(i * t), s_lo_bits));
-    if (k != 0 && i != 0) v = FR_(mul)(v, zk_root(full, lo, hi, (k * i) << shift, lo_bits, half));
-    zk_sput(u, count, i, v);
+  // This thread's two elements, lid and lid + counth: exactly the pair of the first round.
+  FR v[2];
+#pragma unroll
+  for (uint h = 0; h < 2; h++) {
+    const uint i = lid + h * counth;
+    v[h] = zk_load(x + i * t);
+    if (scale_at == 1) v[h] = FR_(mul)(v[h], zk_scaled(slo, shi, index + (uint)(i * t), s_lo_bits));
+    if (k != 0 && i != 0) v[h] = FR_(mul)(v[h], zk_root(full, lo, hi, (k * i) << shift, lo_bits, half));
   }
-  __syncthreads();
-
-  for (uint rnd = 0; rnd < deg; rnd++) {
-    const uint bit = counth >> rnd;
-    const uint di = lid & (bit - 1u);
-    const uint i0 = (lid << 1) - di;
-    const uint i1 = i0 + bit;
-    const FR a = zk_sget(u, count, i0);
-    const FR b = zk_sget(u, count, i1);
-    FR d = FR_(sub)(a, b);
-    if (di != 0) d = FR_(mul)(zk_sget(pq, counth, di << rnd), d);
-    zk_sput(u, count, i0, FR_(add)(a, b));
-    zk_sput(u, count, i1, d);
+  // First round in registers (its twiddle pq[lid] is this thread's own).
+  const FR w = zk_root(full, lo, hi, lid << (lgn - deg), lo_bits, half);
+  FR o0 = FR_(add)(v[0], v[1]);
+  FR o1 = FR_(sub)(v[0], v[1]);
+  if (lid != 0) o1 = FR_(mul)(w, o1);
+  if (deg > 1) {
+    zk_sput(pq, counth, lid, w);
+    zk_sput(u, count, lid, o0);
+    zk_sput(u, count, lid + counth, o1);
     __syncthreads();
+    for (uint rnd = 1; rnd + 1 < deg; rnd++) {
+      const uint bit = counth >> rnd;
+      const uint di = lid & (bit - 1u);
+      const uint i0 = (lid << 1) - di;
+      const uint i1 = i0 + bit;
+      const FR a = zk_sget(u, count, i0);
+      const FR b = zk_sget(u, count, i1);
+      FR d = FR_(sub)(a, b);
+      if (di != 0) d = FR_(mul)(zk_sget(pq, counth, di << rnd), d);
+      zk_sput(u, count, i0, FR_(add)(a, b));
+      zk_sput(u, count, i1, d);
+      __syncthreads();
+    }
+    // Last round in registers: outputs bitrev(lid) and bitrev(lid + counth) are 2m and
+    // 2m + 1 (m = bitrev(lid) over deg - 1 bits), one untwiddled butterfly.
+    const uint m = zk_bitrev(lid, deg - 1);
+    const FR a = zk_sget(u, count, 2 * m);
+    const FR b = zk_sget(u, count, 2 * m + 1);
+    o0 = FR_(add)(a, b);
+    o1 = FR_(sub)(a, b);
   }
-
-  FR o0 = zk_sget(u, count, zk_bitrev(lid, deg));
-  FR o1 = zk_sget(u, count, zk_bitrev(lid + counth, deg));
   if (scale_at == 2) {
     const uint base = ((index - k) << deg) + k;  // y's offset from the output's start
     o0 = FR_(mul)(o0, zk_scaled(slo, shi, base + (uint)(lid * p), s_lo_bits));
@@ -145,14 +160,6 @@ DEVICE inline void zk_pass(const FR* __restrict__ x, FR* __restrict__ y, const F
 KERNEL void ntt_pass(const FR* __restrict__ x, FR* __restrict__ y, const FR* __restrict__ lo,
                      const FR* __restrict__ hi, uint lo_bits, const FR* __restrict__ full,
                      uint lgn, uint lgp, uint deg) {
-  zk_pass(x, y, lo, hi, lo_bits, full, lgn, lgp, deg, lo, hi, lo_bits, 0u);
-}
-
-// EXPERIMENT: held to 64 registers (32 bytes of spills), for more resident blocks.
-KERNEL void __launch_bounds__(256, 4)
-ntt_pass_r64(const FR* __restrict__ x, FR* __restrict__ y, const FR* __restrict__ lo,
-             const FR* __restrict__ hi, uint lo_bits, const FR* __restrict__ full, uint lgn,
-             uint lgp, uint deg) {
   zk_pass(x, y, lo, hi, lo_bits, full, lgn, lgp, deg, lo, hi, lo_bits, 0u);
 }
 

@@ -95,12 +95,7 @@ impl NttKernels {
     /// Loads the kernels on `ctx`'s device.
     pub fn load(ctx: &Arc<Context>) -> Result<Self, NttError> {
         let m = Module::load(ctx, &IMAGE)?;
-        // EXPERIMENT: ZKPIPE_NTT_PASS=r64 (to be measured, then removed).
-        let name = match std::env::var("ZKPIPE_NTT_PASS").as_deref() {
-            Ok("r64") => "ntt_pass_r64",
-            _ => "ntt_pass",
-        };
-        let pass = m.function(name)?;
+        let pass = m.function("ntt_pass")?;
         let shared = 3 * (1u32 << (MAX_DEG - 1)) * std::mem::size_of::<Fr>() as u32;
         pass.set_max_dynamic_shared(shared)?;
         let pass_scaled = m.function("ntt_pass_scaled")?;
