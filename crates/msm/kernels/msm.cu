@@ -157,8 +157,7 @@ KERNEL void msm_task_keys(const uint* __restrict__ counts, const uint* __restric
   __noinline__ DEVICE JAC msm_madd_##NAME(JAC a, AFF b) { return P(add_mixed)(a, b); }             \
   __noinline__ DEVICE JAC msm_dbl_##NAME(JAC a) { return P(double)(a); }
 
-// The curve kernels, for G1 over Fp and G2 over Fp2.
-#define MSM_CURVE(NAME, AFF, JAC, P, F, FT, MADD, LAUNCH)                                      \
+#define MSM_TASK_SUMS(NAME, AFF, JAC, F, FT, LAUNCH)                                           \
   /* Bucket sums in two steps, so that a bucket holding most of the points (0/1 scalars put */ \
   /* half of them into bucket 1 of window 0) is summed by many threads: each task adds up */    \
   /* to t consecutive points of one bucket; then one thread per bucket adds its tasks. */      \
@@ -175,16 +174,20 @@ KERNEL void msm_task_keys(const uint* __restrict__ counts, const uint* __restric
     const uint start = offsets[lo] + (g - task_offsets[lo]) * t;                                \
     const uint end = min(start + t, offsets[lo] + counts[lo]);                                  \
     const FT zero = F(ZERO);                                                                     \
-    JAC acc = P(ZERO);                                                                          \
+    msm_xyzz_##NAME acc = msm_xyzz_zero_##NAME();                                               \
     for (uint j = start; j < end; j++) {                                                        \
       const uint v = sorted[j];                                                                 \
       AFF p = bases[v & 0x7fffffffu];                                                           \
       if (F(eq)(p.x, zero) && F(eq)(p.y, zero)) continue; /* the identity */                   \
       if (v >> 31) p.y = F(sub)(zero, p.y);                                                     \
-      acc = MADD(acc, p);                                                                       \
+      acc = msm_xyzz_madd_##NAME(acc, p);                                                       \
     }                                                                                           \
-    partial[g] = acc;                                                                           \
-  }                                                                                             \
+    partial[g] = msm_xyzz_to_jac_##NAME(acc);                                                   \
+  }
+
+// The curve kernels, for G1 over Fp and G2 over Fp2.
+#define MSM_CURVE(NAME, AFF, JAC, P, F, FT, LAUNCH)                                            \
+  MSM_TASK_SUMS(NAME, AFF, JAC, F, FT, LAUNCH)                                                  \
                                                                                                 \
   /* One thread per bucket: the sum of its tasks, added to the previous sum when */             \
   /* accumulate is set (the streamed mode's later chunks). */                                   \
@@ -261,36 +264,6 @@ KERNEL void msm_task_keys(const uint* __restrict__ counts, const uint* __restric
 MSM_OPS(g1, G1_AFFINE, G1_JACOBIAN, MSM_G1)
 MSM_OPS(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2)
 
-// A mixed addition (madd-2007-bl, as ec-gpu-gen's) whose rare doubling case calls the
-// out-of-line doubling instead of inlining it.
-#define MSM_MADD_FAST(NAME, AFF, JAC, F, FT)                                                   \
-  DEVICE inline JAC msm_madd_fast_##NAME(JAC a, AFF b) {                                       \
-    const FT zero = F(ZERO);                                                                   \
-    if (F(eq)(a.z, zero)) {                                                                    \
-      a.x = b.x;                                                                               \
-      a.y = b.y;                                                                               \
-      a.z = F(ONE);                                                                            \
-      return a;                                                                                \
-    }                                                                                          \
-    const FT z1z1 = F(sqr)(a.z);                                                               \
-    const FT u2 = F(mul)(b.x, z1z1);                                                           \
-    const FT s2 = F(mul)(F(mul)(b.y, a.z), z1z1);                                              \
-    const FT h = F(sub)(u2, a.x);                                                              \
-    FT r = F(sub)(s2, a.y);                                                                    \
-    if (F(eq)(h, zero) && F(eq)(r, zero)) return msm_dbl_##NAME(a);                            \
-    const FT hh = F(sqr)(h);                                                                   \
-    const FT i = F(double)(F(double)(hh));                                                     \
-    FT j = F(mul)(h, i);                                                                       \
-    r = F(double)(r);                                                                          \
-    const FT v = F(mul)(a.x, i);                                                               \
-    JAC out;                                                                                   \
-    out.x = F(sub)(F(sub)(F(sqr)(r), j), F(double)(v));                                        \
-    j = F(double)(F(mul)(a.y, j));                                                             \
-    out.y = F(sub)(F(mul)(F(sub)(v, out.x), r), j);                                            \
-    out.z = F(sub)(F(sub)(F(sqr)(F(add)(a.z, h)), z1z1), hh);                                  \
-    return out;                                                                                \
-  }
-
 // Fp2 arithmetic whose Fp multiplications are out of line: ec-gpu-gen's Fp2 multiplication
 // interleaves three inlined Fp multiplications and spills 420 bytes (ptxas -v).
 __noinline__ DEVICE FP msm_fp_mul(FP a, FP b) { return FP_(mul)(a, b); }
@@ -318,20 +291,76 @@ DEVICE inline FP2 msm_fp2_sqr(FP2 a) {
 #define MSM_FP2C_double FP2_(double)
 #define MSM_FP2C_mul msm_fp2_mul
 #define MSM_FP2C_sqr msm_fp2_sqr
-// Fp2 operations for MSM_MADD_FAST with the multiplications above (C: calls).
+// Fp2 operations for G2's bucket additions with the multiplications above (C: calls).
 #define MSM_FP2C(f) MSM_FP2C_##f
-MSM_MADD_FAST(g2, G2_AFFINE, G2_JACOBIAN, MSM_FP2C, FP2)
 
-// The bucket loop's mixed addition. G1: ec-gpu-gen's, inlined (2^22 55.6 ms instead of 57.1,
-// 2^24 189.4 instead of 194.9 on the H200). G2: ec-gpu-gen's inlined made the bucket sums
-// slower (2^22 240.5 ms instead of 179.5 called); the one above, inlined, over the Fp2
-// arithmetic above, is faster (2^22 172.1 ms; its bucket sums 157 ms instead of 165).
-#define MSM_MADD_G1(a, b) G1_(add_mixed)(a, b)
-#define MSM_MADD_G2(a, b) msm_madd_fast_g2(a, b)
+// XYZZ bucket accumulators (x = X/ZZ, y = Y/ZZZ, ZZ^3 = ZZZ^2; ZZ = 0 is the identity): a
+// mixed addition costs 8 multiplications and 2 squarings (madd-2008-s) where Jacobian
+// coordinates' madd-2007-bl costs 7 and 4, with fewer additions. Each task converts its sum to
+// Jacobian coordinates once, at the end.
+#define MSM_XYZZ(NAME, AFF, JAC, P, F, FT)                                                     \
+  typedef struct { FT x; FT y; FT zz; FT zzz; } msm_xyzz_##NAME;                              \
+  DEVICE inline msm_xyzz_##NAME msm_xyzz_zero_##NAME() {                                      \
+    msm_xyzz_##NAME r;                                                                         \
+    r.x = F(ONE); r.y = F(ONE); r.zz = F(ZERO); r.zzz = F(ZERO);                               \
+    return r;                                                                                  \
+  }                                                                                            \
+  /* 2b for an affine b (mdbl-2008-s-1, a = 0): the rare case of adding a point to itself. */  \
+  __noinline__ DEVICE msm_xyzz_##NAME msm_xyzz_dbl_##NAME(AFF b) {                             \
+    const FT u = F(double)(b.y);                                                               \
+    const FT v = F(sqr)(u);                                                                    \
+    const FT w = F(mul)(u, v);                                                                 \
+    const FT s = F(mul)(b.x, v);                                                               \
+    const FT x2 = F(sqr)(b.x);                                                                 \
+    const FT m = F(add)(F(double)(x2), x2);                                                    \
+    msm_xyzz_##NAME r;                                                                         \
+    r.x = F(sub)(F(sqr)(m), F(double)(s));                                                     \
+    r.y = F(sub)(F(mul)(m, F(sub)(s, r.x)), F(mul)(w, b.y));                                   \
+    r.zz = v;                                                                                  \
+    r.zzz = w;                                                                                 \
+    return r;                                                                                  \
+  }                                                                                            \
+  DEVICE inline msm_xyzz_##NAME msm_xyzz_madd_##NAME(msm_xyzz_##NAME a, AFF b) {               \
+    const FT zero = F(ZERO);                                                                   \
+    if (F(eq)(a.zz, zero)) {                                                                   \
+      a.x = b.x; a.y = b.y; a.zz = F(ONE); a.zzz = F(ONE);                                     \
+      return a;                                                                                \
+    }                                                                                          \
+    const FT p = F(sub)(F(mul)(b.x, a.zz), a.x);                                               \
+    const FT r = F(sub)(F(mul)(b.y, a.zzz), a.y);                                              \
+    if (F(eq)(p, zero) && F(eq)(r, zero)) return msm_xyzz_dbl_##NAME(b);                       \
+    /* p = 0, r != 0: a = -b, and zz becomes 0, the identity. */                               \
+    const FT pp = F(sqr)(p);                                                                   \
+    const FT ppp = F(mul)(p, pp);                                                              \
+    const FT q = F(mul)(a.x, pp);                                                              \
+    msm_xyzz_##NAME o;                                                                         \
+    o.x = F(sub)(F(sub)(F(sqr)(r), ppp), F(double)(q));                                        \
+    o.y = F(sub)(F(mul)(r, F(sub)(q, o.x)), F(mul)(a.y, ppp));                                 \
+    o.zz = F(mul)(a.zz, pp);                                                                   \
+    o.zzz = F(mul)(a.zzz, ppp);                                                                \
+    return o;                                                                                  \
+  }                                                                                            \
+  /* Jacobian with Z = ZZ * ZZZ: X = x * ZZ * ZZZ^2, Y = y * ZZZ^4 (ZZ^3 = ZZZ^2). */          \
+  DEVICE inline JAC msm_xyzz_to_jac_##NAME(msm_xyzz_##NAME a) {                                \
+    if (F(eq)(a.zz, F(ZERO))) return P(ZERO);                                                  \
+    const FT zzz2 = F(sqr)(a.zzz);                                                             \
+    JAC r;                                                                                     \
+    r.x = F(mul)(F(mul)(a.x, a.zz), zzz2);                                                     \
+    r.y = F(mul)(a.y, F(sqr)(zzz2));                                                           \
+    r.z = F(mul)(a.zz, a.zzz);                                                                 \
+    return r;                                                                                  \
+  }
+MSM_XYZZ(g1, G1_AFFINE, G1_JACOBIAN, MSM_G1, MSM_FP, FP)
+MSM_XYZZ(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, MSM_FP2C, FP2)
+
+// The bucket loop adds in XYZZ coordinates (above): 2^24 G1 141.8–143.6 ms instead of 160.6,
+// G2 2^22 125.8–126.5 instead of 143.6 on the H200. G1's additions over inlined Fp
+// arithmetic; G2's over the Fp2 arithmetic with out-of-line Fp multiplications (ec-gpu-gen's
+// Fp2 spilled; its Jacobian madd inlined in the loop had made 2^22 240 ms).
 // G1's bucket kernel held to 128 registers, two 256-thread blocks an SM (it used 158, one
 // block): 2^22 51.4 ms instead of 54.9, 2^24 173.4 instead of 187.3 on the H200, despite a
 // few spills. G2's needs its 255 registers.
 #define MSM_LAUNCH_G1 __launch_bounds__(256, 2)
 #define MSM_LAUNCH_G2
-MSM_CURVE(g1, G1_AFFINE, G1_JACOBIAN, MSM_G1, MSM_FP, FP, MSM_MADD_G1, MSM_LAUNCH_G1)
-MSM_CURVE(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, MSM_FP2, FP2, MSM_MADD_G2, MSM_LAUNCH_G2)
+MSM_CURVE(g1, G1_AFFINE, G1_JACOBIAN, MSM_G1, MSM_FP, FP, MSM_LAUNCH_G1)
+MSM_CURVE(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, MSM_FP2, FP2, MSM_LAUNCH_G2)
