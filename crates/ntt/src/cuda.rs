@@ -12,7 +12,7 @@ use zkpipe_pinned::PinnedMemory;
 use zkpipe_stream::upload;
 
 use crate::domain::{coset_generator, vanishing_inverse_on_coset, Domain};
-use crate::kernels::{NttKernels, PowerTables, ScaleAt, FULL_TABLE_MAX_LOG_N, MAX_DEG};
+use crate::kernels::{full_table_limit, NttKernels, PowerTables, ScaleAt, MAX_DEG};
 use crate::{Direction, Ntt, NttConfig, NttError, Ordering};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -36,6 +36,8 @@ pub struct CudaNtt {
     copy: Stream,
     k: NttKernels,
     tables: Mutex<HashMap<TableKey, Arc<PowerTables>>>,
+    /// Full root tables up to 2^full_max ([`full_table_limit`] of the device's memory).
+    full_max: u32,
 }
 
 /// The radix exponents of the passes for 2^log_n: as few passes as MAX_DEG allows, balanced.
@@ -55,17 +57,28 @@ impl CudaNtt {
             copy: Stream::new(ctx)?,
             k: NttKernels::load(ctx)?,
             tables: Mutex::new(HashMap::new()),
+            full_max: full_table_limit(ctx.info().total_memory),
         })
     }
 
     /// Device bytes this NTT keeps cached for transforms of 2^log_n (root tables of both
     /// directions and the H step's two scaled shift tables), allocated on first use and kept
     /// until the NTT is dropped.
-    pub fn table_bytes(log_n: u32) -> usize {
+    pub fn table_bytes(&self, log_n: u32) -> usize {
+        Self::table_bytes_with(log_n, self.full_max)
+    }
+
+    /// The largest domain this NTT keeps full root tables for (see [`full_table_limit`]).
+    pub fn full_table_max_log_n(&self) -> u32 {
+        self.full_max
+    }
+
+    /// [`CudaNtt::table_bytes`] for a device keeping full root tables up to 2^full_max.
+    pub fn table_bytes_with(log_n: u32, full_max: u32) -> usize {
         let fr = std::mem::size_of::<Fr>();
         let lo_bits = log_n.div_ceil(2);
         let two_level = ((1usize << lo_bits) + (1usize << (log_n - lo_bits))) * fr;
-        let full = if log_n <= FULL_TABLE_MAX_LOG_N && log_n > 0 {
+        let full = if log_n <= full_max && log_n > 0 {
             (1usize << (log_n - 1)) * fr
         } else {
             0
@@ -122,7 +135,7 @@ impl CudaNtt {
             log_n,
             full: None,
         };
-        if matches!(key, TableKey::Root { .. }) && log_n <= FULL_TABLE_MAX_LOG_N && log_n > 0 {
+        if matches!(key, TableKey::Root { .. }) && log_n <= self.full_max && log_n > 0 {
             let mut full = DeviceBuffer::<Fr>::alloc(&self.ctx, 1 << (log_n - 1))?;
             self.k.expand(&self.stream, &t, &mut full)?;
             self.stream.synchronize()?;

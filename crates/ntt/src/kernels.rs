@@ -40,7 +40,7 @@ pub struct PowerTables {
     /// Exponents must stay below 2^log_n.
     pub log_n: u32,
     /// w^j for j < 2^(log_n - 1), when w is a primitive 2^log_n-th root of unity and the
-    /// domain is small enough ([`FULL_TABLE_MAX_LOG_N`]): the passes then take each twiddle
+    /// domain is small enough ([`full_table_limit`]): the passes then take each twiddle
     /// with one load instead of two loads and a multiplication.
     pub full: Option<DeviceBuffer<Fr>>,
 }
@@ -49,6 +49,16 @@ pub struct PowerTables {
 /// at 2^27 (2^27 in 51.0 ms instead of 57.2 with two-level tables above 2^24, on the H200).
 /// Above it the two-level tables alone (4 GiB a direction at 2^28).
 pub const FULL_TABLE_MAX_LOG_N: u32 = 27;
+
+/// The largest domain whose full root tables, both directions (2^log_n · 32 bytes), take at
+/// most a sixteenth of a device's `total_memory`, capped at [`FULL_TABLE_MAX_LOG_N`]: 2^27 on
+/// cards of 64 GiB and more, 2^25 on 24 GiB, 2^24 on 8 GiB (0: none).
+pub fn full_table_limit(total_memory: usize) -> u32 {
+    (1..=FULL_TABLE_MAX_LOG_N)
+        .rev()
+        .find(|&k| (32usize << k) <= total_memory / 16)
+        .unwrap_or(0)
+}
 
 /// Where a pass applies a scaling x_e *= c · s^e (e: the element's natural index), from
 /// tables of s whose low table is multiplied by c.

@@ -254,17 +254,26 @@ proptest! {
 
 #[test]
 fn cached_table_bytes_follow_the_full_table_limit() {
+    use zkpipe_ntt::kernels::full_table_limit;
     use zkpipe_ntt::CudaNtt;
     let fr = 32;
+    let gib = 1usize << 30;
     let two_level = |log_n: u32| ((1usize << log_n.div_ceil(2)) + (1 << (log_n / 2))) * fr;
-    // Up to 2^27, full root tables (n/2 entries a direction) beside the two-level ones.
+    // Full tables of both directions take at most a sixteenth of the device, up to 2^27.
+    assert_eq!(full_table_limit(141 * gib), 27);
+    assert_eq!(full_table_limit(80 * gib), 27);
+    assert_eq!(full_table_limit(24 * gib), 25);
+    assert_eq!(full_table_limit(8 * gib), 24);
+    assert_eq!(full_table_limit(0), 0);
+    // Up to the limit, full root tables (n/2 entries a direction) beside the two-level ones.
     for log_n in [24, 27] {
         assert_eq!(
-            CudaNtt::table_bytes(log_n),
+            CudaNtt::table_bytes_with(log_n, 27),
             2 * (two_level(log_n) + (1 << (log_n - 1)) * fr) + 2 * two_level(log_n)
         );
     }
-    // Above 2^27 only the two-level tables: a few MiB, not GiB.
-    assert_eq!(CudaNtt::table_bytes(28), 4 * two_level(28));
-    assert!(CudaNtt::table_bytes(28) < CudaNtt::table_bytes(24));
+    // Above it only the two-level tables: a few MiB, not GiB.
+    assert_eq!(CudaNtt::table_bytes_with(27, 25), 4 * two_level(27));
+    assert_eq!(CudaNtt::table_bytes_with(28, 27), 4 * two_level(28));
+    assert!(CudaNtt::table_bytes_with(28, 27) < CudaNtt::table_bytes_with(24, 27));
 }

@@ -187,7 +187,7 @@ impl GpuWorker {
         let log_n = key.domain_size().trailing_zeros();
         let mine = match self.tables.lock().map(|t| t.contains_key(&log_n)) {
             Ok(true) => 0,
-            _ => CudaNtt::table_bytes(log_n),
+            _ => self.ntt.table_bytes(log_n),
         };
         let tables = self.dev.tables_held.load(Ordering::Relaxed) + mine;
         if bytes + tables + self.job_bytes(key, true) > self.dev.budget.capacity() {
@@ -312,7 +312,7 @@ impl GpuWorker {
         let mut tables = self.tables.lock().unwrap_or_else(|p| p.into_inner());
         let table_bytes = match tables.contains_key(&log_n) {
             true => 0,
-            false => CudaNtt::table_bytes(log_n),
+            false => self.ntt.table_bytes(log_n),
         };
         // Tables stay granted, to this worker and to the others: a job must fit beside all.
         let capacity = self.dev.budget.capacity();
