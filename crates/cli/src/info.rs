@@ -12,6 +12,8 @@ struct Device {
     total_memory_bytes: usize,
     free_memory_bytes: Option<usize>,
     pci_bus_id: String,
+    /// The largest NTT domain (log2) whose full root tables the device keeps.
+    ntt_full_tables_max_log_n: u32,
 }
 
 #[derive(Debug, Serialize)]
@@ -54,6 +56,7 @@ fn collect() -> Result<Report, Error> {
             total_memory_bytes: info.total_memory,
             free_memory_bytes: free,
             pci_bus_id: info.pci_bus_id,
+            ntt_full_tables_max_log_n: zkpipe_ntt::kernels::full_table_limit(info.total_memory),
         });
     }
     let no_gpu_reason = devices
@@ -86,14 +89,15 @@ pub fn run(json: bool) -> Result<(), Box<dyn std::error::Error>> {
             .free_memory_bytes
             .map_or("?".to_string(), |f| format!("{:.1}", gib(f)));
         println!(
-            "device {}: {} (sm_{}), {} SMs, {:.1} GiB total, {} GiB free, PCI {}",
+            "device {}: {} (sm_{}), {} SMs, {:.1} GiB total, {} GiB free, PCI {}; NTT root tables in full up to 2^{}",
             d.ordinal,
             d.name,
             d.compute_capability.replace('.', ""),
             d.sm_count,
             gib(d.total_memory_bytes),
             free,
-            d.pci_bus_id
+            d.pci_bus_id,
+            d.ntt_full_tables_max_log_n
         );
     }
     Ok(())
