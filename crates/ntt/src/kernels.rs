@@ -162,10 +162,15 @@ impl NttKernels {
             None => (w, 0u32),
             Some(ScaleAt::Input(t)) if lgp == 0 => (t, 1u32),
             Some(ScaleAt::Output(t)) if lgp + deg == log_n => (t, 2u32),
-            Some(_) => {
-                return Err(NttError::DomainSize {
-                    log_n: lgp + deg,
-                    max: log_n,
+            Some(at) => {
+                return Err(NttError::ScalePlacement {
+                    what: match at {
+                        ScaleAt::Input(_) => "input",
+                        ScaleAt::Output(_) => "output",
+                    },
+                    lgp,
+                    deg,
+                    log_n,
                 })
             }
         };

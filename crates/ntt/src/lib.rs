@@ -111,6 +111,15 @@ pub enum NttError {
     /// A device buffer too small for the transform.
     #[error("device buffer of {len} elements is too small for {needed}")]
     BufferTooSmall { len: usize, needed: usize },
+    /// A pass asked to scale its input without being the first pass (lgp = 0), or its output
+    /// without being the last (lgp + deg = log_n).
+    #[error("a pass of 2^{deg} at stride 2^{lgp} over 2^{log_n} cannot scale its {what}: only the first pass scales its input, only the last its output")]
+    ScalePlacement {
+        what: &'static str,
+        lgp: u32,
+        deg: u32,
+        log_n: u32,
+    },
     /// Not enough device memory.
     #[error("NTT needs {needed} bytes of device memory, {free} free")]
     OutOfDeviceMemory { needed: usize, free: usize },

@@ -12,6 +12,7 @@ use rayon::prelude::*;
 use zkpipe_cuda::testing::gpu_context;
 use zkpipe_cuda::{Context, DeviceBuffer};
 use zkpipe_field::{cast, Fr};
+use zkpipe_ntt::kernels::{NttKernels, PowerTables, ScaleAt};
 use zkpipe_ntt::{Coset, CpuNtt, CudaNtt, Direction, Ntt, NttConfig, NttError, Ordering};
 use zkpipe_pinned::PinnedBuffer;
 
@@ -247,6 +248,30 @@ fn gpu_bad_input_is_an_error() {
         matches!(err, NttError::OutOfDeviceMemory { needed, free } if needed > free),
         "{err}"
     );
+    // A scaling fused into a pass other than the first (input) or the last (output).
+    let k = NttKernels::load(&ctx).unwrap();
+    let s = zkpipe_cuda::Stream::new(&ctx).unwrap();
+    let w = PowerTables {
+        lo: DeviceBuffer::alloc(&ctx, 32).unwrap(),
+        hi: DeviceBuffer::alloc(&ctx, 32).unwrap(),
+        lo_bits: 5,
+        log_n: 10,
+        full: None,
+    };
+    let x = DeviceBuffer::<Fr>::alloc(&ctx, 1024).unwrap();
+    let mut y = DeviceBuffer::<Fr>::alloc(&ctx, 1024).unwrap();
+    for (lgp, at, what) in [
+        (5, ScaleAt::Input(&w), "input"),
+        (0, ScaleAt::Output(&w), "output"),
+    ] {
+        let err = k
+            .pass(&s, &x, &mut y, &w, 10, lgp, 5, Some(at))
+            .unwrap_err();
+        assert!(
+            matches!(err, NttError::ScalePlacement { what: wh, lgp: l, deg: 5, log_n: 10 } if wh == what && l == lgp),
+            "{err}"
+        );
+    }
 }
 
 #[test]
