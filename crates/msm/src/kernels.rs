@@ -264,6 +264,26 @@ impl MsmKernels {
     }
 }
 
+/// Bucket counts and task tables of `total` buckets, and a task size of at least 1.
+fn check_tasks(
+    counts: &DeviceBuffer<u32>,
+    (task_offsets, task_counts): (&DeviceBuffer<u32>, &DeviceBuffer<u32>),
+    total: usize,
+    t: u32,
+) -> Result<(), CudaError> {
+    need("counts", counts.len(), total)?;
+    need("task offsets", task_offsets.len(), total)?;
+    need("tasks", task_counts.len(), total)?;
+    if total == 0 || t == 0 {
+        return Err(CudaError::BufferTooSmall {
+            what: "buckets",
+            len: total,
+            needed: 1,
+        });
+    }
+    Ok(())
+}
+
 impl MsmKernels {
     /// For each task slot g < slots: keys[g] = t - (task g's length), vals[g] = g and
     /// bucket_of[g] = its bucket; slots past the task count get the no-key marker. Sorted by
@@ -281,23 +301,10 @@ impl MsmKernels {
         bucket_of: &mut DeviceBuffer<u32>,
     ) -> Result<(), CudaError> {
         let (task_offsets, task_counts) = tasks;
-        for (what, b) in [
-            ("counts", counts),
-            ("task offsets", task_offsets),
-            ("tasks", task_counts),
-        ] {
-            need(what, b.len(), total)?;
-        }
+        check_tasks(counts, tasks, total, t)?;
         let slots = keys.len();
         need("task values", vals.len(), slots)?;
         need("task buckets", bucket_of.len(), slots)?;
-        if total == 0 || t == 0 {
-            return Err(CudaError::BufferTooSmall {
-                what: "buckets",
-                len: total,
-                needed: 1,
-            });
-        }
         let t32 = u32::try_from(total).map_err(|_| CudaError::TooLarge { n: total })?;
         let s32 = u32::try_from(slots).map_err(|_| CudaError::TooLarge { n: slots })?;
         // SAFETY: thread g < slots writes keys/vals/bucket_of[g] (all hold slots entries) and
@@ -350,21 +357,8 @@ impl CurveKernels {
         let (order, bucket_of) = order;
         need("task order", order.len(), partial.len())?;
         need("task buckets", bucket_of.len(), partial.len())?;
-        for (what, b) in [
-            ("offsets", offsets),
-            ("counts", counts),
-            ("task offsets", task_offsets),
-            ("tasks", task_counts),
-        ] {
-            need(what, b.len(), total)?;
-        }
-        if total == 0 || t == 0 {
-            return Err(CudaError::BufferTooSmall {
-                what: "buckets",
-                len: total,
-                needed: 1,
-            });
-        }
+        need("offsets", offsets.len(), total)?;
+        check_tasks(counts, tasks, total, t)?;
         let t32 = u32::try_from(total).map_err(|_| CudaError::TooLarge { n: total })?;
         // SAFETY: values index bases below n (made by `digits` from scalar indices); threads
         // beyond the device-side task count return; the host sized `partial` for every task
