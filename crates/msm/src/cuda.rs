@@ -321,7 +321,7 @@ impl CudaMsm {
             None
         };
         let (k, st) = (&self.k, &self.stream);
-        ws.buckets::<C>(k, st, &bases.buf, scalars, n, false, marks.as_ref())?;
+        ws.buckets::<C>(k, st, &bases.buf, scalars, n, false, None, marks.as_ref())?;
         ws.windows::<C>(k, st, &mut out, marks.as_ref())?;
         self.stream.synchronize()?;
         if let Some(m) = &marks {

@@ -157,7 +157,9 @@ impl<J: bytemuck::Pod> Workspace<J> {
 
     /// Enqueues the bucket phase for the first `n` bases and scalars on `s`: digits, the
     /// counting sort, and the bucket sums, added to the previous sums when `accumulate` (the
-    /// streamed mode's later chunks). `marks[0..3]` are recorded between the phases.
+    /// streamed mode's later chunks). The bucket sums, the first kernel to read `bases`,
+    /// wait for `points_ready` when given (the digits and the sort need only the scalars).
+    /// `marks[0..3]` are recorded between the phases.
     #[allow(clippy::too_many_arguments)]
     pub fn buckets<C: GpuCurve<Jacobian = J>>(
         &mut self,
@@ -167,6 +169,7 @@ impl<J: bytemuck::Pod> Workspace<J> {
         scalars: &DeviceBuffer<Fr>,
         n: usize,
         accumulate: bool,
+        points_ready: Option<&Event>,
         marks: Option<&[Event; 5]>,
     ) -> Result<(), CudaError> {
         let p = self.plan;
@@ -206,6 +209,9 @@ impl<J: bytemuck::Pod> Workspace<J> {
         let tasks = (&self.task_offsets, &self.tasks);
         self.order.sort(k, s, &self.counts, tasks, total, p.t)?;
         let order = (&self.order.order, &self.order.bucket_of);
+        if let Some(e) = points_ready {
+            s.wait(e)?;
+        }
         let ck = C::kernels(k);
         ck.task_sums(
             s,

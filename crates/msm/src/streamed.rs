@@ -171,8 +171,9 @@ impl CudaMsm {
         })
     }
 
-    /// Runs the chunk loop: `work(points, scalars, len, result)` enqueues one chunk's kernels
-    /// on the compute stream. Returns every chunk's results, `out` entries each, in chunk
+    /// Runs the chunk loop: `work(points, scalars, len, result, points_ready)` enqueues one
+    /// chunk's kernels on the compute stream, which has waited for the chunk's scalars; the
+    /// kernels that read points must wait for `points_ready`. Returns every chunk's results, `out` entries each, in chunk
     /// order, read back behind events through two alternating result buffers (`out` = 0: no
     /// per-chunk results, the work accumulates on the device).
     fn stream_chunks<C, W>(
@@ -190,6 +191,7 @@ impl CudaMsm {
             &DeviceBuffer<Fr>,
             usize,
             &mut DeviceBuffer<C::Jacobian>,
+            &Event,
         ) -> Result<(), CudaError>,
     {
         let n = bases.len();
@@ -217,9 +219,12 @@ impl CudaMsm {
                 };
                 let b = bases.range(lo..hi).ok_or_else(|| range("bases"))?;
                 let s = scalars.range(lo..hi).ok_or_else(|| range("scalars"))?;
-                sc.upload(&sl.copy, b, &mut sl.points[slot], 0)?;
+                // Scalars first: the digits and the sort of a chunk need only them, and
+                // run while its points (three times the bytes in G1) are still copying.
                 sc.upload(&sl.copy, s, &mut sl.scalars[slot], 0)?;
                 compute.wait(&sl.copy.record()?)?;
+                sc.upload(&sl.copy, b, &mut sl.points[slot], 0)?;
+                let points = sl.copy.record()?;
                 // The kernels writing a result slot wait for its previous read-back.
                 if let Some(e) = &read[slot] {
                     compute.wait(e)?;
@@ -229,6 +234,7 @@ impl CudaMsm {
                     &sl.scalars[slot],
                     hi - lo,
                     &mut sl.results[slot],
+                    &points,
                 )?;
                 let done = compute.record()?;
                 if out > 0 {
@@ -270,9 +276,9 @@ impl CudaMsm {
         let ws_ms = t.elapsed().as_secs_f64() * 1e3;
         let (k, s) = (self.kernels(), self.stream());
         let mut first = true;
-        self.stream_chunks::<C, _>(bases, scalars, chunk, 0, |p, x, len, _| {
+        self.stream_chunks::<C, _>(bases, scalars, chunk, 0, |p, x, len, _, ready| {
             let acc = !std::mem::replace(&mut first, false);
-            ws.buckets::<C>(k, s, p, x, len, acc, None)
+            ws.buckets::<C>(k, s, p, x, len, acc, Some(ready), None)
         })?;
         let mut out = DeviceBuffer::<C::Jacobian>::alloc(self.context(), plan.out_len())?;
         let t = std::time::Instant::now();
@@ -297,9 +303,11 @@ impl CudaMsm {
         let threads = boolean_threads(self);
         let mut flag = DeviceBuffer::<u32>::from_host(self.context(), &[0])?;
         let (ck, s) = (C::kernels(self.kernels()), self.stream());
-        let host = self.stream_chunks::<C, _>(bases, scalars, chunk, threads, |p, x, len, r| {
-            ck.boolean(s, p, x, len, r, &mut flag)
-        })?;
+        let host =
+            self.stream_chunks::<C, _>(bases, scalars, chunk, threads, |p, x, len, r, ready| {
+                s.wait(ready)?;
+                ck.boolean(s, p, x, len, r, &mut flag)
+            })?;
         if flag.to_vec()?[0] != 0 {
             let one = Scalar::from(1u64);
             let zero = Scalar::from(0u64);
