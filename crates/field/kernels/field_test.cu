@@ -17,6 +17,20 @@ FIELD_OPS(fr_ops, FR, FR_)
 FIELD_OPS(fp_ops, FP, FP_)
 FIELD_OPS(fp2_ops, FP2, FP2_)
 
+// zkpipe's branch-free operations (the prelude's arith.cu), square as a product.
+#define ZK_FR(f) ZK_FR_##f
+#define ZK_FR_add zk_fr_add
+#define ZK_FR_sub zk_fr_sub
+#define ZK_FR_mul zk_fr_mul
+#define ZK_FR_sqr(x) zk_fr_mul(x, x)
+#define ZK_FP(f) ZK_FP_##f
+#define ZK_FP_add zk_fp_add
+#define ZK_FP_sub zk_fp_sub
+#define ZK_FP_mul zk_fp_mul
+#define ZK_FP_sqr(x) zk_fp_mul(x, x)
+FIELD_OPS(zk_fr_ops, FR, ZK_FR)
+FIELD_OPS(zk_fp_ops, FP, ZK_FP)
+
 // out[i] = 2p, out[n + i] = p + q (mixed), out[2n + i] = p + q (both Jacobian, q with z = 1).
 #define POINT_OPS(NAME, JAC, AFF, OP, ONE)                                       \
   KERNEL void NAME(const JAC* p, const AFF* q, JAC* out, uint n) {               \

@@ -51,6 +51,8 @@ pub struct FieldTestKernels {
     fr: Function,
     fp: Function,
     fp2: Function,
+    zk_fr: Function,
+    zk_fp: Function,
     g1: Function,
     g2: Function,
 }
@@ -98,6 +100,8 @@ impl FieldTestKernels {
             fr: m.function("fr_ops")?,
             fp: m.function("fp_ops")?,
             fp2: m.function("fp2_ops")?,
+            zk_fr: m.function("zk_fr_ops")?,
+            zk_fp: m.function("zk_fp_ops")?,
             g1: m.function("g1_ops")?,
             g2: m.function("g2_ops")?,
         })
@@ -123,6 +127,28 @@ impl FieldTestKernels {
         out: &mut DeviceBuffer<Fp>,
     ) -> Result<(), KernelError> {
         launch(&self.fp, "fp_ops", 4, s, a, b, out)
+    }
+
+    /// As [`FieldTestKernels::fr_ops`], with zkpipe's branch-free operations.
+    pub fn zk_fr_ops(
+        &self,
+        s: &Stream,
+        a: &DeviceBuffer<Fr>,
+        b: &DeviceBuffer<Fr>,
+        out: &mut DeviceBuffer<Fr>,
+    ) -> Result<(), KernelError> {
+        launch(&self.zk_fr, "zk_fr_ops", 4, s, a, b, out)
+    }
+
+    /// As [`FieldTestKernels::fp_ops`], with zkpipe's branch-free operations.
+    pub fn zk_fp_ops(
+        &self,
+        s: &Stream,
+        a: &DeviceBuffer<Fp>,
+        b: &DeviceBuffer<Fp>,
+        out: &mut DeviceBuffer<Fp>,
+    ) -> Result<(), KernelError> {
+        launch(&self.zk_fp, "zk_fp_ops", 4, s, a, b, out)
     }
 
     /// out = [a + b, a - b, a * b, a^2] in Fp2 (4n elements).

@@ -25,6 +25,9 @@ const ALIASES: &str = r#"
 #define G2_(f) blstrs__g2__G2Affine_##f
 "#;
 
+/// zkpipe's own branch-free field operations, over ec-gpu-gen's products and reductions.
+const ARITH: &str = include_str!("arith.cu");
+
 fn build(b: SourceBuilder) -> String {
     b.build_32_bit_limbs()
 }
@@ -102,6 +105,7 @@ pub fn cuda_prelude() -> String {
         "// ---- ec-gpu-gen G2 ----",
         split_kernel(&g2).0,
         ALIASES,
+        ARITH,
     ]
     .join("\n\n")
 }

@@ -1,6 +1,6 @@
-//! Field and point arithmetic of ec-gpu-gen's kernels checked against blstrs on the GPU, on
-//! 2^20 random inputs each plus edge cases (zero, one, p - 1, equal and opposite points, the
-//! identity).
+//! Field and point arithmetic of ec-gpu-gen's kernels, and zkpipe's own branch-free field
+//! operations, checked against blstrs on the GPU, on 2^20 random inputs each plus edge cases
+//! (zero, one, p - 1, equal and opposite points, the identity).
 
 use blstrs::{Fp, Fp2, G1Projective, G2Projective, Scalar};
 use ff::Field;
@@ -94,6 +94,21 @@ field_test!(
     layout::Fp2,
     cast::fp2s_as_gpu,
     fp2_ops
+);
+
+field_test!(
+    zk_fr_arithmetic_matches_blstrs,
+    Scalar,
+    layout::Fr,
+    cast::scalars_as_fr,
+    zk_fr_ops
+);
+field_test!(
+    zk_fp_arithmetic_matches_blstrs,
+    Fp,
+    layout::Fp,
+    cast::fps_as_gpu,
+    zk_fp_ops
 );
 
 macro_rules! point_test {

@@ -264,68 +264,31 @@ KERNEL void msm_task_keys(const uint* __restrict__ counts, const uint* __restric
 MSM_OPS(g1, G1_AFFINE, G1_JACOBIAN, MSM_G1)
 MSM_OPS(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2)
 
-// Fp2 arithmetic for G2's bucket additions, its Fp products out of line: ec-gpu-gen's Fp2
-// multiplication interleaves three inlined Fp multiplications and spills 420 bytes (ptxas -v).
-__noinline__ DEVICE FP msm_fp_mul(FP a, FP b) { return FP_(mul)(a, b); }
-DEVICE inline FP2 msm_fp2_sqr(FP2 a) {
-  const FP ab = msm_fp_mul(a.c0, a.c1);
-  FP2 r;
-  r.c0 = msm_fp_mul(FP_(add)(a.c0, a.c1), FP_(sub)(a.c0, a.c1));
-  r.c1 = FP_(double)(ab);
-  return r;
-}
 // Fp2 multiplication with lazy reduction: Karatsuba's three products kept at double width, and
 // two Montgomery reductions instead of three (c0 = a0·b0 - a1·b1, c1 = (a0 + a1)(b0 + b1) -
 // a0·b0 - a1·b1, each reduced once). Both stay below p·2^384, which the reduction needs: c0
 // gets p·2^384 added when negative, and c1 is a0·b1 + a1·b0 < 2p^2 exactly, the sums a0 + a1
 // and b0 + b1 being taken without reduction (< 2p < 2^382).
 #define MSM_WIDE (2 * FP_(LIMBS))
-DEVICE inline uint32_t msm_sub_cc(uint32_t a, uint32_t b) {
-  uint32_t r;
-  asm volatile("sub.cc.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-  return r;
-}
-DEVICE inline uint32_t msm_subc_cc(uint32_t a, uint32_t b) {
-  uint32_t r;
-  asm volatile("subc.cc.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-  return r;
-}
-DEVICE inline uint32_t msm_subc(uint32_t a, uint32_t b) {
-  uint32_t r;
-  asm volatile("subc.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-  return r;
-}
 // a -= b over MSM_WIDE limbs; returns the borrow out (0 or 0xffffffff).
 DEVICE inline uint32_t msm_wide_sub(uint32_t* a, const uint32_t* b) {
-  a[0] = msm_sub_cc(a[0], b[0]);
+  a[0] = zk_sub_cc(a[0], b[0]);
 #pragma unroll
-  for (int i = 1; i < MSM_WIDE; i++) a[i] = msm_subc_cc(a[i], b[i]);
-  return msm_subc(0, 0);
+  for (int i = 1; i < MSM_WIDE; i++) a[i] = zk_subc_cc(a[i], b[i]);
+  return zk_subc(0, 0);
 }
-// The Montgomery reduction of t < p·2^384: t / 2^384 mod p, canonical.
-DEVICE inline FP msm_fp_redc(const uint32_t* t) {
-  uint32_t io[FP_(LIMBS)];
-#pragma unroll
-  for (int i = 0; i < FP_(LIMBS); i++) io[i] = t[i];
-  FP_(reduce)(io, FP_(INV), FP_(P).val);
-  FP r;
-  r.val[0] = add_cc(t[FP_(LIMBS)], io[0]);
-#pragma unroll
-  for (int i = 1; i < FP_(LIMBS) - 1; i++) r.val[i] = addc_cc(t[FP_(LIMBS) + i], io[i]);
-  r.val[FP_(LIMBS) - 1] = addc(t[MSM_WIDE - 1], io[FP_(LIMBS) - 1]);
-  if (FP_(gte)(r, FP_(P))) r = FP_(sub_)(r, FP_(P));
-  return r;
-}
-// Double-width products and reductions out of line, the subtractions inline: G2 2^22 108.0 ms
-// on the H200, against 119.4–124.6 with three Montgomery multiplications, and 125.7 with the
-// whole lazy multiplication one out-of-line function (892 bytes of spills in the bucket loop).
+// Double-width products and reductions out of line, the subtractions inline, and the whole
+// multiplication called (msm_fp2_mul_lazy_call). G2 2^22 on the H200: 119.4–124.6 ms with three
+// Montgomery multiplications; lazy, 125.7 with everything in one out-of-line function (892
+// bytes of spills in the bucket loop), 115.2–116.1 with the multiplication inlined, 111.4–111.6
+// called.
 typedef struct { uint32_t v[MSM_WIDE]; } msm_fpw;
 __noinline__ DEVICE msm_fpw msm_fp_wide(FP a, FP b) {
   msm_fpw r;
   FP_(mult_v1)(a.val, b.val, r.v);
   return r;
 }
-__noinline__ DEVICE FP msm_fp_redc_call(msm_fpw t) { return msm_fp_redc(t.v); }
+__noinline__ DEVICE FP msm_fp_redc_call(msm_fpw t) { return zk_fp_redc(t.v); }
 DEVICE inline FP2 msm_fp2_mul_lazy(FP2 a, FP2 b) {
   msm_fpw w0 = msm_fp_wide(a.c0, b.c0);
   msm_fpw w1 = msm_fp_wide(a.c1, b.c1);
@@ -343,16 +306,43 @@ DEVICE inline FP2 msm_fp2_mul_lazy(FP2 a, FP2 b) {
   r.c1 = msm_fp_redc_call(s);
   return r;
 }
-#define MSM_FP2C_ZERO FP2_(ZERO)
-#define MSM_FP2C_ONE FP2_(ONE)
-#define MSM_FP2C_eq FP2_(eq)
-#define MSM_FP2C_add FP2_(add)
-#define MSM_FP2C_sub FP2_(sub)
-#define MSM_FP2C_double FP2_(double)
-#define MSM_FP2C_mul msm_fp2_mul_lazy
-#define MSM_FP2C_sqr msm_fp2_sqr
-// Fp2 operations for G2's bucket additions with the multiplications above (C: calls).
-#define MSM_FP2C(f) MSM_FP2C_##f
+__noinline__ DEVICE FP2 msm_fp2_mul_lazy_call(FP2 a, FP2 b) { return msm_fp2_mul_lazy(a, b); }
+// The rest of G2's Fp2 arithmetic over zkpipe's branch-free Fp operations (arith.cu), its Fp
+// products out of line (ec-gpu-gen's Fp2 multiplication interleaves three inlined ones and
+// spills 420 bytes): G2 2^22 103.1–103.3 ms instead of 108.3–108.4 with ec-gpu-gen's. G1 stays
+// on ec-gpu-gen's inlined Fp operations: with the branch-free ones its 2^22 took 41.2–41.9 ms
+// instead of 39.1–40.5, 2^24 144.0–145.9 instead of 140.4–140.5.
+__noinline__ DEVICE FP msm_fp_mul(FP a, FP b) { return zk_fp_mul(a, b); }
+DEVICE inline FP2 msm_fp2_sqr(FP2 a) {
+  const FP ab = msm_fp_mul(a.c0, a.c1);
+  FP2 r;
+  r.c0 = msm_fp_mul(zk_fp_add(a.c0, a.c1), zk_fp_sub(a.c0, a.c1));
+  r.c1 = zk_fp_add(ab, ab);
+  return r;
+}
+DEVICE inline FP2 msm_fp2_add(FP2 a, FP2 b) {
+  FP2 r;
+  r.c0 = zk_fp_add(a.c0, b.c0);
+  r.c1 = zk_fp_add(a.c1, b.c1);
+  return r;
+}
+DEVICE inline FP2 msm_fp2_sub(FP2 a, FP2 b) {
+  FP2 r;
+  r.c0 = zk_fp_sub(a.c0, b.c0);
+  r.c1 = zk_fp_sub(a.c1, b.c1);
+  return r;
+}
+DEVICE inline FP2 msm_fp2_double(FP2 a) { return msm_fp2_add(a, a); }
+#define MSM_FP2Z_ZERO FP2_(ZERO)
+#define MSM_FP2Z_ONE FP2_(ONE)
+#define MSM_FP2Z_eq FP2_(eq)
+#define MSM_FP2Z_add msm_fp2_add
+#define MSM_FP2Z_sub msm_fp2_sub
+#define MSM_FP2Z_double msm_fp2_double
+#define MSM_FP2Z_mul msm_fp2_mul_lazy_call
+#define MSM_FP2Z_sqr msm_fp2_sqr
+// Fp2 operations of G2's bucket additions (Z: zkpipe's).
+#define MSM_FP2Z(f) MSM_FP2Z_##f
 
 // XYZZ bucket accumulators (x = X/ZZ, y = Y/ZZZ, ZZ^3 = ZZZ^2; ZZ = 0 is the identity): a
 // mixed addition costs 8 multiplications and 2 squarings (madd-2008-s) where Jacobian
@@ -411,17 +401,16 @@ DEVICE inline FP2 msm_fp2_mul_lazy(FP2 a, FP2 b) {
     return r;                                                                                  \
   }
 MSM_XYZZ(g1, G1_AFFINE, G1_JACOBIAN, MSM_G1, MSM_FP, FP)
-MSM_XYZZ(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, MSM_FP2C, FP2)
+MSM_XYZZ(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, MSM_FP2Z, FP2)
 
 // The bucket loop adds in XYZZ coordinates (above): 2^24 G1 141.8–143.6 ms instead of 160.6,
 // G2 2^22 125.8–126.5 instead of 143.6 on the H200. G1's additions over inlined Fp
-// arithmetic; G2's over the Fp2 arithmetic above, with out-of-line Fp products and the lazy
-// multiplication (ec-gpu-gen's Fp2 spilled; its Jacobian madd inlined in the loop had made
-// 2^22 240 ms).
+// arithmetic; G2's over the Fp2 arithmetic above (ec-gpu-gen's Fp2 spilled; its Jacobian madd
+// inlined in the loop had made 2^22 240 ms).
 // G1's bucket kernel held to 128 registers, two 256-thread blocks an SM (it used 158, one
 // block): 2^22 51.4 ms instead of 54.9, 2^24 173.4 instead of 187.3 on the H200, despite a
 // few spills. G2's needs its 255 registers.
 #define MSM_LAUNCH_G1 __launch_bounds__(256, 2)
 #define MSM_LAUNCH_G2
 MSM_CURVE(g1, G1_AFFINE, G1_JACOBIAN, MSM_G1, MSM_FP, FP, MSM_LAUNCH_G1)
-MSM_CURVE(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, MSM_FP2, FP2, MSM_LAUNCH_G2)
+MSM_CURVE(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, MSM_FP2Z, FP2, MSM_LAUNCH_G2)

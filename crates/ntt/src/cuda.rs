@@ -13,6 +13,7 @@ use zkpipe_stream::upload;
 
 use crate::domain::{coset_generator, vanishing_inverse_on_coset, Domain};
 use crate::kernels::{full_table_limit, NttKernels, PowerTables, ScaleAt, MAX_DEG};
+use crate::marks::{mark, Marks};
 use crate::{Direction, Ntt, NttConfig, NttError, Ordering};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -280,10 +281,17 @@ impl CudaNtt {
         crate::check_batch([a.len(), b.len(), c.len()].into_iter())?;
         let d = Domain::for_len(a.len())?;
         let mut scratch = DeviceBuffer::<Fr>::alloc(&self.ctx, a.len())?;
-        for v in [&mut a, &mut b, &mut c] {
+        let mut marks = Marks::new(&self.ctx);
+        mark(&mut marks, "start", &self.stream)?;
+        for (v, name) in [(&mut a, "a"), (&mut b, "b"), (&mut c, "c")] {
             self.to_coset(&d, v, &mut scratch)?;
+            mark(&mut marks, name, &self.stream)?;
         }
-        self.combine_and_interpolate(&d, a, b, c, scratch)
+        let h = self.combine_and_interpolate(&d, a, b, c, scratch, &mut marks)?;
+        if let Some(m) = marks {
+            m.log("ntt.h_step_device")?;
+        }
+        Ok(h)
     }
 
     fn combine_and_interpolate(
@@ -293,17 +301,26 @@ impl CudaNtt {
         b: DeviceBuffer<Fr>,
         c: DeviceBuffer<Fr>,
         mut scratch: DeviceBuffer<Fr>,
+        marks: &mut Option<Marks>,
     ) -> Result<DeviceBuffer<Fr>, NttError> {
         let z_inv = vanishing_inverse_on_coset(d, coset_generator());
         self.k
             .h_combine(&self.stream, &mut a, &b, &c, Fr::from(z_inv))?;
+        mark(marks, "combined", &self.stream)?;
         // b and c are done: wait for the combination, then give their memory back.
         self.stream.synchronize()?;
+        let t = std::time::Instant::now();
         drop(b);
         drop(c);
+        let free_ms = t.elapsed().as_secs_f64() * 1e3;
         let g_inv = coset_generator().invert().unwrap_or(Scalar::ZERO);
         let t = self.shift_tables(d, g_inv, d.n_inv)?;
+        mark(marks, "freed", &self.stream)?;
         self.passes(d, &mut a, &mut scratch, true, Some(ScaleAt::Output(&t)))?;
+        mark(marks, "h", &self.stream)?;
+        if marks.is_some() {
+            tracing::debug!(free_ms, "ntt.h_step: b and c freed");
+        }
         Ok(a)
     }
 
@@ -318,24 +335,36 @@ impl CudaNtt {
     ) -> Result<(DeviceBuffer<Fr>, [H; 3]), NttError> {
         let n = crate::check_batch([a.len(), b.len(), c.len()].into_iter())?;
         let d = Domain::for_len(n)?;
+        let t = std::time::Instant::now();
         let mut da = DeviceBuffer::<Fr>::alloc(&self.ctx, n)?;
         let mut db = DeviceBuffer::<Fr>::alloc(&self.ctx, n)?;
         let mut dc = DeviceBuffer::<Fr>::alloc(&self.ctx, n)?;
         let mut scratch = DeviceBuffer::<Fr>::alloc(&self.ctx, n)?;
+        let alloc_ms = t.elapsed().as_secs_f64() * 1e3;
+        let mut marks = Marks::new(&self.ctx);
+        mark(&mut marks, "start", &self.copy)?;
         let ups = [
             upload(&self.copy, a, &mut da, 0)?,
             upload(&self.copy, b, &mut db, 0)?,
             upload(&self.copy, c, &mut dc, 0)?,
         ];
-        for (up, v) in ups.iter().zip([&mut da, &mut db, &mut dc]) {
+        mark(&mut marks, "uploaded", &self.copy)?;
+        let names = ["a", "b", "c"];
+        for ((up, v), name) in ups.iter().zip([&mut da, &mut db, &mut dc]).zip(names) {
             if let Some(e) = up.event() {
                 self.stream.wait(e)?;
             }
             self.to_coset(&d, v, &mut scratch)?;
+            mark(&mut marks, name, &self.stream)?;
         }
-        let h = self.combine_and_interpolate(&d, da, db, dc, scratch)?;
+        let h = self.combine_and_interpolate(&d, da, db, dc, scratch, &mut marks)?;
         let [ua, ub, uc] = ups;
-        Ok((h, [ua.wait()?, ub.wait()?, uc.wait()?]))
+        let hosts = [ua.wait()?, ub.wait()?, uc.wait()?];
+        if let Some(m) = marks {
+            tracing::debug!(alloc_ms, "ntt.h_step_pinned: device buffers allocated");
+            m.log("ntt.h_step_pinned")?;
+        }
+        Ok((h, hosts))
     }
 }
 

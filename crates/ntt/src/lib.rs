@@ -22,6 +22,7 @@ mod cuda;
 mod domain;
 mod h;
 pub mod kernels;
+mod marks;
 
 use blstrs::Scalar;
 
