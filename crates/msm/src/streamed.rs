@@ -183,9 +183,10 @@ impl CudaMsm {
 
     /// Runs the chunk loop: `work(points, scalars, len, result, points_ready)` enqueues one
     /// chunk's kernels on the compute stream, which has waited for the chunk's scalars; the
-    /// kernels that read points must wait for `points_ready`. Returns every chunk's results, `out` entries each, in chunk
-    /// order, read back behind events through two alternating result buffers (`out` = 0: no
-    /// per-chunk results, the work accumulates on the device).
+    /// kernels that read points must wait for `points_ready`. Returns every chunk's results,
+    /// `out` entries each, in chunk order, read back behind events through two alternating
+    /// result buffers; `None` when `out` = 0 (no per-chunk results: the work accumulates on
+    /// the device, and no pinned memory is allocated for nothing).
     fn stream_chunks<C, W>(
         &self,
         bases: Pinned<'_, C::GpuAffine>,
@@ -193,7 +194,7 @@ impl CudaMsm {
         chunk: usize,
         out: usize,
         mut work: W,
-    ) -> Result<PinnedBuffer<C::Jacobian>, CudaError>
+    ) -> Result<Option<PinnedBuffer<C::Jacobian>>, CudaError>
     where
         C: GpuCurve,
         W: FnMut(
@@ -209,11 +210,19 @@ impl CudaMsm {
         let chunks = plan.len();
         let t = std::time::Instant::now();
         let mut sl = self.slots::<C>(chunk, out)?;
-        let mut host = PinnedBuffer::<C::Jacobian>::new(self.context(), chunks * out)?;
+        let mut host = match out {
+            0 => None,
+            _ => Some(PinnedBuffer::<C::Jacobian>::new(
+                self.context(),
+                chunks * out,
+            )?),
+        };
         let alloc_ms = t.elapsed().as_secs_f64() * 1e3;
         let compute = self.stream();
         let ran = copy_scope(|sc| -> Result<(), CudaError> {
-            let mut dst = PinnedMut::new(&mut host).chunks(out).into_iter();
+            let mut dst = host
+                .as_mut()
+                .map(|h| PinnedMut::new(h).chunks(out).into_iter());
             let mut used: [Option<Event>; 2] = [None, None];
             let mut read: [Option<Event>; 2] = [None, None];
             for (k, &(lo, hi)) in plan.iter().enumerate() {
@@ -249,7 +258,10 @@ impl CudaMsm {
                 let done = compute.record()?;
                 if out > 0 {
                     sl.back.wait(&done)?;
-                    let host_part = dst.next().ok_or(CudaError::Chunk { chunk })?;
+                    let host_part = dst
+                        .as_mut()
+                        .and_then(|d| d.next())
+                        .ok_or(CudaError::Chunk { chunk })?;
                     sc.download(&sl.back, &sl.results[slot], 0, host_part)?;
                     read[slot] = Some(sl.back.record()?);
                 }
@@ -281,15 +293,26 @@ impl CudaMsm {
         // read-back happen once, after the last chunk: a per-chunk reduction cost about 14 ms
         // a chunk at 2^22 on the H200 (streamed 2^24 took 1.25x the resident time with it).
         let plan = Plan::new(chunk);
-        let t = std::time::Instant::now();
-        let mut ws = Workspace::<C::Jacobian>::alloc(self.context(), plan)?;
-        let ws_ms = t.elapsed().as_secs_f64() * 1e3;
         let (k, s) = (self.kernels(), self.stream());
-        let mut first = true;
+        // The workspace is allocated in the first chunk's call, after that chunk's copies are
+        // enqueued, so that the allocation (about a millisecond) runs during the first copy.
+        // It is declared out here so that it outlives the kernels, which stream_chunks waits
+        // for even when it fails.
+        let mut slot: Option<Workspace<C::Jacobian>> = None;
+        let mut ws_ms = 0.0;
         self.stream_chunks::<C, _>(bases, scalars, chunk, 0, |p, x, len, _, ready| {
-            let acc = !std::mem::replace(&mut first, false);
+            let (ws, acc) = match &mut slot {
+                Some(ws) => (ws, true),
+                None => {
+                    let t = std::time::Instant::now();
+                    let ws = slot.insert(Workspace::alloc(self.context(), plan)?);
+                    ws_ms = t.elapsed().as_secs_f64() * 1e3;
+                    (ws, false)
+                }
+            };
             ws.buckets::<C>(k, s, p, x, len, acc, Some(ready), None)
         })?;
+        let mut ws = slot.ok_or(CudaError::Chunk { chunk })?;
         let mut out = DeviceBuffer::<C::Jacobian>::alloc(self.context(), plan.out_len())?;
         let t = std::time::Instant::now();
         ws.windows::<C>(k, s, &mut out, None)?;
@@ -313,11 +336,12 @@ impl CudaMsm {
         let threads = boolean_threads(self);
         let mut flag = DeviceBuffer::<u32>::from_host(self.context(), &[0])?;
         let (ck, s) = (C::kernels(self.kernels()), self.stream());
-        let host =
-            self.stream_chunks::<C, _>(bases, scalars, chunk, threads, |p, x, len, r, ready| {
+        let host = self
+            .stream_chunks::<C, _>(bases, scalars, chunk, threads, |p, x, len, r, ready| {
                 s.wait(ready)?;
                 ck.boolean(s, p, x, len, r, &mut flag)
-            })?;
+            })?
+            .ok_or(CudaError::Chunk { chunk })?;
         if flag.to_vec()?[0] != 0 {
             let one = Scalar::from(1u64);
             let zero = Scalar::from(0u64);
