@@ -106,81 +106,42 @@ impl FieldTestKernels {
             g2: m.function("g2_ops")?,
         })
     }
+}
 
+/// The typed launches, one a kernel: `name(stream, a, b, out)` checks the lengths (out holds
+/// `outputs` results an element) and launches.
+macro_rules! launches {
+    ($($(#[$doc:meta])* $name:ident($f:ident: $a:ty, $b:ty => $o:ty, $outputs:expr);)*) => {
+        impl FieldTestKernels {
+            $(
+                $(#[$doc])*
+                pub fn $name(
+                    &self,
+                    s: &Stream,
+                    a: &DeviceBuffer<$a>,
+                    b: &DeviceBuffer<$b>,
+                    out: &mut DeviceBuffer<$o>,
+                ) -> Result<(), KernelError> {
+                    launch(&self.$f, stringify!($name), $outputs, s, a, b, out)
+                }
+            )*
+        }
+    };
+}
+
+launches! {
     /// out = [a + b, a - b, a * b, a^2] in Fr (4n elements).
-    pub fn fr_ops(
-        &self,
-        s: &Stream,
-        a: &DeviceBuffer<Fr>,
-        b: &DeviceBuffer<Fr>,
-        out: &mut DeviceBuffer<Fr>,
-    ) -> Result<(), KernelError> {
-        launch(&self.fr, "fr_ops", 4, s, a, b, out)
-    }
-
+    fr_ops(fr: Fr, Fr => Fr, 4);
     /// out = [a + b, a - b, a * b, a^2] in Fp (4n elements).
-    pub fn fp_ops(
-        &self,
-        s: &Stream,
-        a: &DeviceBuffer<Fp>,
-        b: &DeviceBuffer<Fp>,
-        out: &mut DeviceBuffer<Fp>,
-    ) -> Result<(), KernelError> {
-        launch(&self.fp, "fp_ops", 4, s, a, b, out)
-    }
-
-    /// As [`FieldTestKernels::fr_ops`], with zkpipe's branch-free operations.
-    pub fn zk_fr_ops(
-        &self,
-        s: &Stream,
-        a: &DeviceBuffer<Fr>,
-        b: &DeviceBuffer<Fr>,
-        out: &mut DeviceBuffer<Fr>,
-    ) -> Result<(), KernelError> {
-        launch(&self.zk_fr, "zk_fr_ops", 4, s, a, b, out)
-    }
-
-    /// As [`FieldTestKernels::fp_ops`], with zkpipe's branch-free operations.
-    pub fn zk_fp_ops(
-        &self,
-        s: &Stream,
-        a: &DeviceBuffer<Fp>,
-        b: &DeviceBuffer<Fp>,
-        out: &mut DeviceBuffer<Fp>,
-    ) -> Result<(), KernelError> {
-        launch(&self.zk_fp, "zk_fp_ops", 4, s, a, b, out)
-    }
-
+    fp_ops(fp: Fp, Fp => Fp, 4);
     /// out = [a + b, a - b, a * b, a^2] in Fp2 (4n elements).
-    pub fn fp2_ops(
-        &self,
-        s: &Stream,
-        a: &DeviceBuffer<Fp2>,
-        b: &DeviceBuffer<Fp2>,
-        out: &mut DeviceBuffer<Fp2>,
-    ) -> Result<(), KernelError> {
-        launch(&self.fp2, "fp2_ops", 4, s, a, b, out)
-    }
-
-    /// out = [2p, p + q (mixed), p + q (Jacobian)] in G1 (3n elements).
-    pub fn g1_ops(
-        &self,
-        s: &Stream,
-        p: &DeviceBuffer<G1Projective>,
-        q: &DeviceBuffer<G1Affine>,
-        out: &mut DeviceBuffer<G1Projective>,
-    ) -> Result<(), KernelError> {
-        launch(&self.g1, "g1_ops", 3, s, p, q, out)
-    }
-
-    /// out = [2p, p + q (mixed), p + q (Jacobian)] in G2 (3n elements).
-    pub fn g2_ops(
-        &self,
-        s: &Stream,
-        p: &DeviceBuffer<G2Projective>,
-        q: &DeviceBuffer<G2Affine>,
-        out: &mut DeviceBuffer<G2Projective>,
-    ) -> Result<(), KernelError> {
-        launch(&self.g2, "g2_ops", 3, s, p, q, out)
-    }
+    fp2_ops(fp2: Fp2, Fp2 => Fp2, 4);
+    /// As [`FieldTestKernels::fr_ops`], with zkpipe's branch-free operations.
+    zk_fr_ops(zk_fr: Fr, Fr => Fr, 4);
+    /// As [`FieldTestKernels::fp_ops`], with zkpipe's branch-free operations.
+    zk_fp_ops(zk_fp: Fp, Fp => Fp, 4);
+    /// out = [2p, p + q (mixed), p + q (Jacobian)] in G1 (3n elements), for p in `a` and q in `b`.
+    g1_ops(g1: G1Projective, G1Affine => G1Projective, 3);
+    /// out = [2p, p + q (mixed), p + q (Jacobian)] in G2 (3n elements), for p in `a` and q in `b`.
+    g2_ops(g2: G2Projective, G2Affine => G2Projective, 3);
 }

@@ -14,7 +14,7 @@ pub struct Fr(pub [u32; 8]);
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct Fp(pub [u32; 12]);
 
-/// An element of Fp2 = Fp[u]/(u^2 + 1): the bytes of `blstrs::Fp2`.
+/// An element of Fp2 = Fp\[u\]/(u^2 + 1): the bytes of `blstrs::Fp2`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct Fp2 {
