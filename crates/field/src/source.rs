@@ -87,8 +87,8 @@ fn outline_fp2(fp2: &str) -> String {
 }
 
 /// The prelude of every stage's kernels: common definitions, Fr, Fp, Fp2, G1 and G2 curve
-/// arithmetic (device functions only), and zkpipe's short aliases. The same bytes on every
-/// call.
+/// arithmetic (device functions only), zkpipe's short aliases, and zkpipe's branch-free field
+/// operations (`arith.cu`). The same bytes on every call.
 pub fn cuda_prelude() -> String {
     let [common, fr, fp, fp2, _fft, g1, g2] = parts();
     [
@@ -145,6 +145,8 @@ mod tests {
             "DEVICE blstrs__g1__G1Affine_jacobian blstrs__g1__G1Affine_add_mixed(",
             "DEVICE blstrs__g2__G2Affine_jacobian blstrs__g2__G2Affine_add_mixed(",
             "#define FR_(f) blstrs__scalar__Scalar_##f",
+            "ZK_FIELD_OPS(fr, FR, FR_, 8)",
+            "ZK_FIELD_OPS(fp, FP, FP_, 12)",
         ] {
             assert_eq!(p.matches(name).count(), 1, "{name}");
         }

@@ -6,8 +6,9 @@
 //! canonical-scalar checks, and [`CpuMsm`], the blst reference with a batch-addition path for
 //! scalars that are only 0 or 1; and [`CudaMsm`], a GPU Pippenger (signed-digit windows, buckets
 //! sorted by counting, parallel bucket sums in XYZZ coordinates with the longest tasks first,
-//! segmented window reduction) with bases resident on the device or streamed from pinned
-//! memory, and a batch-addition path for 0/1 scalars.
+//! G2's over an Fp2 multiplication with lazy reduction, segmented window reduction) with bases
+//! resident on the device or streamed from pinned memory, and a batch-addition path for 0/1
+//! scalars.
 
 #![deny(unsafe_code)]
 
