@@ -185,6 +185,7 @@ fn h_step(
             pinned_ms.push(pms);
         }
     }
+    let (probe_table, probe) = upload_probe(ctx, a)?;
     let (dev_ms, pin_ms) = (median(device_ms), median(pinned_ms));
     let upload_ms = 3.0 * upload_one_ms;
     let hidden = (upload_ms + dev_ms - pin_ms).max(0.0);
@@ -192,9 +193,50 @@ fn h_step(
         "\nH step at 2^{k} (3 x {} MiB inputs; inputs prepared in {prep_s:.1} s), median of 2 after a warm-up:\n| device-resident ms | from pinned ms | uploads alone ms | upload hidden ms | hidden share |\n| --- | --- | --- | --- | --- |\n| {dev_ms:.1} | {pin_ms:.1} | {upload_ms:.1} | {hidden:.1} | {:.0}% |\n",
         (n * 32) >> 20,
         100.0 * hidden / upload_ms
-    );
+    ) + &probe_table;
     Ok((
         table,
-        json!({"log_n": k, "device_ms": dev_ms, "pinned_ms": pin_ms, "upload_ms": upload_ms, "hidden_ms": hidden}),
+        json!({"log_n": k, "device_ms": dev_ms, "pinned_ms": pin_ms, "upload_ms": upload_ms, "hidden_ms": hidden, "upload_probe": probe}),
     ))
+}
+
+/// One vector's upload (event-timed) into device memory allocated right after 16 GiB were
+/// freed, the same after a pause, and into memory already written once: whether a fresh
+/// allocation's first writes, or the driver's work after a large free, slow a copy.
+fn upload_probe(
+    ctx: &std::sync::Arc<Context>,
+    host: PinnedBuffer<Fr>,
+) -> BenchResult<(String, serde_json::Value)> {
+    let n = host.len();
+    let copy = zkpipe_stream::Stream::new(ctx)?;
+    let mut host = Some(host);
+    let mut timed = |dev: &mut DeviceBuffer<Fr>| -> BenchResult<f64> {
+        let t = Timer::start(ctx, &copy)?;
+        let h = host.take().ok_or("no host buffer")?;
+        host = Some(zkpipe_stream::upload(&copy, h, dev, 0)?.wait()?);
+        Ok(f64::from(t.stop(&copy)?))
+    };
+    let mut rows = Vec::new();
+    for pause_ms in [0u64, 500] {
+        let big: Vec<DeviceBuffer<Fr>> = (0..4)
+            .map(|_| DeviceBuffer::<Fr>::alloc(ctx, n))
+            .collect::<Result<_, _>>()?;
+        drop(big);
+        std::thread::sleep(std::time::Duration::from_millis(pause_ms));
+        let mut dev = DeviceBuffer::<Fr>::alloc(ctx, n)?;
+        let fresh = timed(&mut dev)?;
+        let again = timed(&mut dev)?;
+        rows.push((pause_ms, fresh, again));
+    }
+    let mut table = String::from(
+        "\nOne upload after 16 GiB were allocated and freed:\n| pause ms | into a fresh allocation ms | again, same memory ms |\n| --- | --- | --- |\n",
+    );
+    for (p, f, a) in &rows {
+        table += &format!("| {p} | {f:.1} | {a:.1} |\n");
+    }
+    let json = rows
+        .iter()
+        .map(|(p, f, a)| json!({"pause_ms": p, "fresh_ms": f, "again_ms": a}))
+        .collect::<Vec<_>>();
+    Ok((table, json!(json)))
 }

@@ -48,6 +48,14 @@ pub enum Error {
         source_len: usize,
         destination_len: usize,
     },
+    /// A block of columns that does not fit the buffer's rows.
+    #[error("column block {col}..{col}+{width} does not fit rows of {pitch} elements in a buffer of {len} (the rows must divide the buffer and hold the block)")]
+    ColumnBlock {
+        len: usize,
+        pitch: usize,
+        col: usize,
+        width: usize,
+    },
     /// A range reaches past the end of a buffer.
     #[error("{what}: range {start}..{end} is outside a buffer of {len} elements")]
     OutOfRange {

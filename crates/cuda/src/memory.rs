@@ -231,6 +231,53 @@ impl<T: Pod> DeviceBuffer<T> {
         unsafe { mem::htod_async(dst, src.as_ptr().cast::<c_void>(), bytes, stream.raw()) }
     }
 
+    /// Enqueues a copy of a block of columns: with `src` and `self` read as rows of `pitch`
+    /// elements, columns `col..col + width` of every row go from `src` to the same place in
+    /// `self` (one 2D copy), on `stream`.
+    ///
+    /// # Safety
+    /// `src` must stay valid, and must not be written, until the copy completes.
+    pub unsafe fn copy_columns_from_host_async(
+        &mut self,
+        src: &[T],
+        pitch: usize,
+        col: usize,
+        width: usize,
+        stream: &Stream,
+    ) -> Result<()> {
+        check_len("host-to-device column copy", src.len(), self.len)?;
+        let fits =
+            pitch > 0 && self.len.is_multiple_of(pitch) && col <= pitch && width <= pitch - col;
+        if !fits {
+            return Err(Error::ColumnBlock {
+                len: self.len,
+                pitch,
+                col,
+                width,
+            });
+        }
+        let rows = self.len / pitch;
+        if width == 0 || rows == 0 {
+            return Ok(());
+        }
+        let size = std::mem::size_of::<T>();
+        let (dst, _) = self.range("host-to-device column copy", col, width)?;
+        self.ctx.bind()?;
+        // SAFETY: both sides hold rows·pitch elements and the block's last row ends at
+        // (rows - 1)·pitch + col + width <= rows·pitch (checked above); the caller keeps `src`
+        // valid until completion.
+        unsafe {
+            mem::htod_2d_async(
+                dst,
+                src.as_ptr().add(col).cast::<c_void>(),
+                pitch * size,
+                width * size,
+                rows,
+                stream.raw(),
+            )
+        }
+    }
+
     /// Enqueues a copy of `self[offset..offset + dst.len()]` into `dst` on `stream`.
     ///
     /// # Safety

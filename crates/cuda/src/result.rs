@@ -274,6 +274,42 @@ pub mod mem {
         unsafe { drv!(cuMemcpyHtoDAsync_v2(dst, src, bytes, stream)) }
     }
 
+    /// Asynchronous host-to-device copy of `height` rows of `width` bytes on `stream`, row r
+    /// from `src + r·pitch` to `dst + r·pitch`.
+    ///
+    /// # Safety
+    /// `src` and `dst` each have (height - 1)·pitch + width bytes, `width <= pitch`, and `src`
+    /// stays valid and unchanged until the copy completes.
+    pub unsafe fn htod_2d_async(
+        dst: CUdeviceptr,
+        src: *const c_void,
+        pitch: usize,
+        width: usize,
+        height: usize,
+        stream: CUstream,
+    ) -> Result<()> {
+        let copy = cuda_driver_sys::CUDA_MEMCPY2D {
+            srcXInBytes: 0,
+            srcY: 0,
+            srcMemoryType: cuda_driver_sys::CUmemorytype::CU_MEMORYTYPE_HOST,
+            srcHost: src,
+            srcDevice: 0,
+            srcArray: std::ptr::null_mut(),
+            srcPitch: pitch,
+            dstXInBytes: 0,
+            dstY: 0,
+            dstMemoryType: cuda_driver_sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+            dstHost: std::ptr::null_mut(),
+            dstDevice: dst,
+            dstArray: std::ptr::null_mut(),
+            dstPitch: pitch,
+            WidthInBytes: width,
+            Height: height,
+        };
+        // SAFETY: as the caller promises; the descriptor is read during the call only.
+        unsafe { drv!(cuMemcpy2DAsync_v2(&copy, stream)) }
+    }
+
     /// Asynchronous device-to-host copy on `stream`.
     ///
     /// # Safety

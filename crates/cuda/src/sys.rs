@@ -9,6 +9,7 @@ use std::sync::OnceLock;
 
 use cuda_driver_sys::{
     CUcontext, CUdevice, CUdevice_attribute, CUdeviceptr, CUevent, CUfunction, CUmodule, CUstream,
+    CUDA_MEMCPY2D,
 };
 
 use crate::error::Error;
@@ -96,6 +97,7 @@ driver_api! {
         cuMemcpyHtoD_v2: fn(CUdeviceptr, *const c_void, usize);
         cuMemcpyDtoH_v2: fn(*mut c_void, CUdeviceptr, usize);
         cuMemcpyHtoDAsync_v2: fn(CUdeviceptr, *const c_void, usize, CUstream);
+        cuMemcpy2DAsync_v2: fn(*const CUDA_MEMCPY2D, CUstream);
         cuMemcpyDtoHAsync_v2: fn(*mut c_void, CUdeviceptr, usize, CUstream);
         cuMemcpyDtoDAsync_v2: fn(CUdeviceptr, CUdeviceptr, usize, CUstream);
         cuMemsetD8Async: fn(CUdeviceptr, u8, usize, CUstream);

@@ -1,7 +1,8 @@
 // Kernels of zkpipe-ntt: Stockham radix-2^deg passes with shared-memory butterflies, twiddles
-// from full or two-level tables, scaling fused into a pass, the H step's pointwise
-// combination, and bit reversal. Arithmetic: zkpipe's branch-free Fr operations (the
-// prelude's arith.cu): 2^27 45.9 ms instead of 49.4, 2^24 4.94 instead of 5.35 on the H200.
+// from full or two-level tables, pointwise work (scalings, the H step's product and
+// subtraction) fused into the first or last pass, and bit reversal. Arithmetic: zkpipe's
+// branch-free Fr operations (the prelude's arith.cu): 2^27 45.9 ms instead of 49.4, 2^24 4.94
+// instead of 5.35 on the H200.
 //
 // A power w^e (e < 2^28) is lo[e mod 2^lo_bits] * hi[e >> lo_bits]: two small tables that stay
 // in L2 instead of one of n entries, for one extra multiplication.
@@ -85,13 +86,16 @@ DEVICE inline void zk_sput(uint* s, uint stride, uint i, const FR v) {
 // GPU FFT), with table twiddles instead of per-thread powers and word-sliced shared memory.
 // Grid: n >> deg blocks of 2^(deg-1) threads; dynamic shared memory: 3 * 2^(deg-1) elements.
 // `full` (may be null): w^j for j < n/2, used instead of the two-level tables.
-// Scaling fused into the pass, so that it costs no pass over memory of its own: with
-// scale_at = 1 (first pass only) input element e is multiplied by c * s^e, with scale_at = 2
-// (last pass only) output element e, from the scaled tables slo/shi (zk_scaled).
+// Pointwise work fused into the pass, so that it costs no pass over memory of its own, chosen
+// by the bits of `fuse` (e: the element's natural index): 1 (first pass only) multiplies input
+// element e by c * s^e, from the scaled tables slo/shi (zk_scaled), 4 (first pass only) by
+// times[e]; 2 (last pass only) multiplies output element e by c * s^e, then 8 (last pass only)
+// subtracts minus[e]. The H step's last transform uses 4 | 2 | 8.
 DEVICE inline void zk_pass(const FR* __restrict__ x, FR* __restrict__ y, const FR* __restrict__ lo,
                            const FR* __restrict__ hi, uint lo_bits, const FR* __restrict__ full,
                            uint lgn, uint lgp, uint deg, const FR* __restrict__ slo,
-                           const FR* __restrict__ shi, uint s_lo_bits, uint scale_at) {
+                           const FR* __restrict__ shi, uint s_lo_bits, uint fuse,
+                           const FR* __restrict__ times, const FR* __restrict__ minus) {
   extern __shared__ uint zk_words[];
   const uint count = 1u << deg;
   const uint counth = count >> 1;
@@ -113,7 +117,8 @@ DEVICE inline void zk_pass(const FR* __restrict__ x, FR* __restrict__ y, const F
   for (uint h = 0; h < 2; h++) {
     const uint i = lid + h * counth;
     v[h] = zk_load(x + i * t);
-    if (scale_at == 1) v[h] = zk_fr_mul(v[h], zk_scaled(slo, shi, index + (uint)(i * t), s_lo_bits));
+    if (fuse & 1u) v[h] = zk_fr_mul(v[h], zk_scaled(slo, shi, index + (uint)(i * t), s_lo_bits));
+    if (fuse & 4u) v[h] = zk_fr_mul(v[h], zk_load(times + index + i * t));
     if (k != 0 && i != 0) v[h] = zk_fr_mul(v[h], zk_root(full, lo, hi, (k * i) << shift, lo_bits, half));
   }
   // First round in registers (its twiddle pq[lid] is this thread's own).
@@ -147,10 +152,14 @@ DEVICE inline void zk_pass(const FR* __restrict__ x, FR* __restrict__ y, const F
     o0 = zk_fr_add(a, b);
     o1 = zk_fr_sub(a, b);
   }
-  if (scale_at == 2) {
-    const uint base = ((index - k) << deg) + k;  // y's offset from the output's start
+  const uint base = ((index - k) << deg) + k;  // y's offset from the output's start
+  if (fuse & 2u) {
     o0 = zk_fr_mul(o0, zk_scaled(slo, shi, base + (uint)(lid * p), s_lo_bits));
     o1 = zk_fr_mul(o1, zk_scaled(slo, shi, base + (uint)((lid + counth) * p), s_lo_bits));
+  }
+  if (fuse & 8u) {
+    o0 = zk_fr_sub(o0, zk_load(minus + base + lid * p));
+    o1 = zk_fr_sub(o1, zk_load(minus + base + (lid + counth) * p));
   }
   zk_store(y + lid * p, o0);
   zk_store(y + (lid + counth) * p, o1);
@@ -161,7 +170,7 @@ DEVICE inline void zk_pass(const FR* __restrict__ x, FR* __restrict__ y, const F
 KERNEL void ntt_pass(const FR* __restrict__ x, FR* __restrict__ y, const FR* __restrict__ lo,
                      const FR* __restrict__ hi, uint lo_bits, const FR* __restrict__ full,
                      uint lgn, uint lgp, uint deg) {
-  zk_pass(x, y, lo, hi, lo_bits, full, lgn, lgp, deg, lo, hi, lo_bits, 0u);
+  zk_pass(x, y, lo, hi, lo_bits, full, lgn, lgp, deg, lo, hi, lo_bits, 0u, nullptr, nullptr);
 }
 
 KERNEL void ntt_pass_scaled(const FR* __restrict__ x, FR* __restrict__ y,
@@ -169,14 +178,19 @@ KERNEL void ntt_pass_scaled(const FR* __restrict__ x, FR* __restrict__ y,
                             const FR* __restrict__ full, uint lgn, uint lgp, uint deg,
                             const FR* __restrict__ slo, const FR* __restrict__ shi,
                             uint s_lo_bits, uint scale_at) {
-  zk_pass(x, y, lo, hi, lo_bits, full, lgn, lgp, deg, slo, shi, s_lo_bits, scale_at);
+  // Only the table scalings (bits 1 and 2): the vector operations' code is not compiled in.
+  zk_pass(x, y, lo, hi, lo_bits, full, lgn, lgp, deg, slo, shi, s_lo_bits, scale_at & 3u,
+          nullptr, nullptr);
 }
 
-// The H step's pointwise part on the coset: a[i] = (a[i] * b[i] - c[i]) * z_inv.
-KERNEL void ntt_h_combine(FR* a, const FR* __restrict__ b, const FR* __restrict__ c, uint n, FR z_inv) {
-  const uint i = GET_GLOBAL_ID();
-  if (i >= n) return;
-  a[i] = zk_fr_mul(zk_fr_sub(zk_fr_mul(a[i], b[i]), c[i]), z_inv);
+// Every fused operation, the vectors' included (`fuse` as in zk_pass).
+KERNEL void ntt_pass_fused(const FR* __restrict__ x, FR* __restrict__ y,
+                           const FR* __restrict__ lo, const FR* __restrict__ hi, uint lo_bits,
+                           const FR* __restrict__ full, uint lgn, uint lgp, uint deg,
+                           const FR* __restrict__ slo, const FR* __restrict__ shi,
+                           uint s_lo_bits, uint fuse, const FR* __restrict__ times,
+                           const FR* __restrict__ minus) {
+  zk_pass(x, y, lo, hi, lo_bits, full, lgn, lgp, deg, slo, shi, s_lo_bits, fuse, times, minus);
 }
 
 // y[bitrev(i)] = x[i] over n = 2^lgn elements.

@@ -9,10 +9,10 @@ use ff::Field;
 use zkpipe_cuda::{Context, DeviceBuffer, Stream};
 use zkpipe_field::{cast, Fr};
 use zkpipe_pinned::PinnedMemory;
-use zkpipe_stream::upload;
+use zkpipe_stream::{upload, upload_columns};
 
 use crate::domain::{coset_generator, vanishing_inverse_on_coset, Domain};
-use crate::kernels::{full_table_limit, NttKernels, PowerTables, ScaleAt, MAX_DEG};
+use crate::kernels::{full_table_limit, Fused, NttKernels, PowerTables, ScaleAt, MAX_DEG};
 use crate::marks::{mark, Marks};
 use crate::{Direction, Ntt, NttConfig, NttError, Ordering};
 
@@ -63,7 +63,7 @@ impl CudaNtt {
     }
 
     /// Device bytes this NTT keeps cached for transforms of 2^log_n (root tables of both
-    /// directions and the H step's two scaled shift tables), allocated on first use and kept
+    /// directions and the H step's three scaled shift tables), allocated on first use and kept
     /// until the NTT is dropped.
     pub fn table_bytes(&self, log_n: u32) -> usize {
         Self::table_bytes_with(log_n, self.full_max)
@@ -84,7 +84,7 @@ impl CudaNtt {
         } else {
             0
         };
-        2 * (two_level + full) + 2 * two_level
+        2 * (two_level + full) + 3 * two_level
     }
 
     /// The stream the transforms run on.
@@ -175,28 +175,45 @@ impl CudaNtt {
         self.tables(key, shift, scale, d.log_n)
     }
 
-    /// The radix passes: natural in, natural out; `scale` (x_e *= c · s^e, from
-    /// [`CudaNtt::shift_tables`]) applied to the first pass's input or the last one's output.
+    /// The radix passes: natural in, natural out, with the pointwise work `fused` on the first
+    /// pass's input and the last one's output.
     fn passes(
         &self,
         d: &Domain,
         data: &mut DeviceBuffer<Fr>,
         scratch: &mut DeviceBuffer<Fr>,
         inverse: bool,
-        scale: Option<ScaleAt<'_>>,
+        fused: Fused<'_>,
+    ) -> Result<(), NttError> {
+        self.passes_from(d, data, scratch, inverse, fused, false)
+    }
+
+    /// [`CudaNtt::passes`], or with `first_done` the passes after the first, whose output (of
+    /// `data`, unscaled) is already in `scratch` ([`NttKernels::first_pass_columns`]).
+    fn passes_from(
+        &self,
+        d: &Domain,
+        data: &mut DeviceBuffer<Fr>,
+        scratch: &mut DeviceBuffer<Fr>,
+        inverse: bool,
+        fused: Fused<'_>,
+        first_done: bool,
     ) -> Result<(), NttError> {
         let w = self.root_tables(d, inverse)?;
-        let degs = pass_degrees(d.log_n);
-        let last = degs.len().saturating_sub(1);
         let mut lgp = 0;
-        for (i, deg) in degs.into_iter().enumerate() {
-            let sc = match scale {
-                Some(ScaleAt::Input(_)) if i == 0 => scale,
-                Some(ScaleAt::Output(_)) if i == last => scale,
-                _ => None,
-            };
-            self.k
-                .pass(&self.stream, data, scratch, &w, d.log_n, lgp, deg, sc)?;
+        for (i, deg) in pass_degrees(d.log_n).into_iter().enumerate() {
+            let f = fused.for_pass(lgp, deg, d.log_n);
+            if i > 0 || !first_done {
+                self.k
+                    .pass(&self.stream, data, scratch, &w, d.log_n, lgp, deg, &f)?;
+            } else if f.scale.is_some() || f.input_times.is_some() || f.output_minus.is_some() {
+                return Err(NttError::ScalePlacement {
+                    what: "first pass already done",
+                    lgp,
+                    deg,
+                    log_n: d.log_n,
+                });
+            }
             std::mem::swap(data, scratch);
             lgp += deg;
         }
@@ -235,9 +252,9 @@ impl CudaNtt {
             Direction::Forward => match cfg.coset.shift() {
                 Some(s) => {
                     let t = self.shift_tables(&d, s, Scalar::ONE)?;
-                    self.passes(&d, data, scratch, false, Some(ScaleAt::Input(&t)))?;
+                    self.passes(&d, data, scratch, false, Fused::scaled(ScaleAt::Input(&t)))?;
                 }
-                None => self.passes(&d, data, scratch, false, None)?,
+                None => self.passes(&d, data, scratch, false, Fused::default())?,
             },
             Direction::Inverse => {
                 // 1/n, times s^-e on a coset: one multiplication a element in the last pass.
@@ -246,7 +263,7 @@ impl CudaNtt {
                     None => Scalar::ONE,
                 };
                 let t = self.shift_tables(&d, s_inv, d.n_inv)?;
-                self.passes(&d, data, scratch, true, Some(ScaleAt::Output(&t)))?;
+                self.passes(&d, data, scratch, true, Fused::scaled(ScaleAt::Output(&t)))?;
             }
         }
         if matches!(cfg.ordering, Ordering::NR | Ordering::RR) {
@@ -257,89 +274,121 @@ impl CudaNtt {
     }
 
     /// Evaluations on H to evaluations on the coset g·H, fused: inverse passes, one scaling by
-    /// g^i / n, forward passes.
+    /// g^i / n, forward passes. With `first_done`, the inverse's first pass is already in
+    /// `scratch`.
     fn to_coset(
         &self,
         d: &Domain,
         v: &mut DeviceBuffer<Fr>,
         scratch: &mut DeviceBuffer<Fr>,
+        first_done: bool,
     ) -> Result<(), NttError> {
         let g = self.shift_tables(d, coset_generator(), d.n_inv)?;
-        self.passes(d, v, scratch, true, Some(ScaleAt::Output(&g)))?;
-        self.passes(d, v, scratch, false, None)
+        let scaled = Fused::scaled(ScaleAt::Output(&g));
+        self.passes_from(d, v, scratch, true, scaled, first_done)?;
+        self.passes(d, v, scratch, false, Fused::default())
     }
 
-    /// Enqueues the H step on device-resident a, b, c (length n = 2^k): returns the buffer
-    /// holding h's coefficients (the first n - 1 are h; the last is zero when a·b - c
-    /// vanishes on H). b and c are freed as soon as they are consumed.
+    /// The column blocks a's upload is cut into by [`CudaNtt::h_step_pinned`], so that the
+    /// first pass of its inverse transform runs block by block while the rest arrives: 8, or
+    /// `ZKPIPE_H_COLUMNS` (0: one plain copy); none when the transform has a single pass
+    /// (whose output is scaled) or its rows are narrower than the blocks.
+    fn column_blocks(d: &Domain) -> usize {
+        let blocks = std::env::var("ZKPIPE_H_COLUMNS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(8usize);
+        let degs = pass_degrees(d.log_n);
+        let width = d.size() >> degs[0];
+        if degs.len() < 2 || blocks == 0 || !width.is_multiple_of(blocks) {
+            return 0;
+        }
+        blocks
+    }
+
+    /// The H step on device-resident a, b, c (length n = 2^k, evaluations on the domain H):
+    /// returns the buffer holding h's coefficients (the first n - 1 are h; the last is zero
+    /// when a·b - c vanishes on H), computed. Six transforms, not seven: since Z = g^n - 1 is
+    /// constant on the coset g·H and c's polynomial C has degree below n, interpolating
+    /// (a·b - c)/Z from the coset equals interpolating a·b/Z from the coset minus C/Z, so c
+    /// needs only its inverse transform. The product by b, the scaling and the subtraction of
+    /// C/Z ride in the first and last passes of the final transform. b, c and the scratch
+    /// buffer are freed before it returns (it waits for the stream).
     pub fn h_step_device(
         &self,
         mut a: DeviceBuffer<Fr>,
         mut b: DeviceBuffer<Fr>,
-        mut c: DeviceBuffer<Fr>,
+        c: DeviceBuffer<Fr>,
     ) -> Result<DeviceBuffer<Fr>, NttError> {
         crate::check_batch([a.len(), b.len(), c.len()].into_iter())?;
         let d = Domain::for_len(a.len())?;
         let mut scratch = DeviceBuffer::<Fr>::alloc(&self.ctx, a.len())?;
         let mut marks = Marks::new(&self.ctx);
-        mark(&mut marks, "start", &self.stream)?;
-        for (v, name) in [(&mut a, "a"), (&mut b, "b"), (&mut c, "c")] {
-            self.to_coset(&d, v, &mut scratch)?;
-            mark(&mut marks, name, &self.stream)?;
-        }
-        let h = self.combine_and_interpolate(&d, a, b, c, scratch, &mut marks)?;
+        let ran = mark(&mut marks, "start", &self.stream)
+            .and_then(|()| self.to_coset(&d, &mut a, &mut scratch, false))
+            .and_then(|()| mark(&mut marks, "a", &self.stream))
+            .and_then(|()| self.to_coset(&d, &mut b, &mut scratch, false))
+            .and_then(|()| mark(&mut marks, "b", &self.stream));
+        let h = self.finish(&d, ran, a, b, c, scratch, &mut marks)?;
         if let Some(m) = marks {
             m.log("ntt.h_step_device")?;
         }
         Ok(h)
     }
 
-    fn combine_and_interpolate(
+    /// The H step after a and b are on the coset (`ran`: whether enqueuing that went well):
+    /// c's inverse transform, over Z, then the final transform. Waits for the stream on
+    /// every path before b, c and the scratch buffer go, so that none goes while a kernel
+    /// may still read it.
+    #[allow(clippy::too_many_arguments)]
+    fn finish(
         &self,
         d: &Domain,
+        ran: Result<(), NttError>,
         mut a: DeviceBuffer<Fr>,
         b: DeviceBuffer<Fr>,
-        c: DeviceBuffer<Fr>,
+        mut c: DeviceBuffer<Fr>,
         mut scratch: DeviceBuffer<Fr>,
         marks: &mut Option<Marks>,
     ) -> Result<DeviceBuffer<Fr>, NttError> {
-        let z_inv = vanishing_inverse_on_coset(d, coset_generator());
-        let combined = self
-            .k
-            .h_combine(&self.stream, &mut a, &b, &c, Fr::from(z_inv))
-            .and_then(|()| mark(marks, "combined", &self.stream));
-        // b and c are done: wait for the combination (on every path, so that they never go
-        // while a kernel may still read them), then give their memory back. Waiting for the
-        // combination alone and freeing while the last transform runs kept the GPU busy
-        // through the frees but made the H step from pinned memory 18 ms slower on the H200
-        // (its uploads took 267 ms instead of 250; measured twice, same machine), so it waits
-        // for the stream.
+        let ran = ran.and_then(|()| {
+            let g = coset_generator();
+            let scale = d.n_inv * vanishing_inverse_on_coset(d, g);
+            let g_inv = g.invert().unwrap_or(Scalar::ZERO);
+            let over_z = self.shift_tables(d, Scalar::ONE, scale)?;
+            let from_coset = self.shift_tables(d, g_inv, scale)?;
+            // C/Z: c's coefficients, each times 1/(n·Z).
+            let c_over_z = Fused::scaled(ScaleAt::Output(&over_z));
+            self.passes(d, &mut c, &mut scratch, true, c_over_z)?;
+            mark(marks, "c", &self.stream)?;
+            // h = (a·b on the coset, interpolated: times g^-e/(n·Z)) - C/Z.
+            let last = Fused {
+                scale: Some(ScaleAt::Output(&from_coset)),
+                input_times: Some(&b),
+                output_minus: Some(&c),
+            };
+            self.passes(d, &mut a, &mut scratch, true, last)?;
+            mark(marks, "h", &self.stream)
+        });
         let waited = self.stream.synchronize();
         let t = std::time::Instant::now();
         drop(b);
         drop(c);
+        drop(scratch);
         let free_ms = t.elapsed().as_secs_f64() * 1e3;
-        combined?;
+        ran?;
         waited?;
-        let g_inv = coset_generator().invert().unwrap_or(Scalar::ZERO);
-        let t = self.shift_tables(d, g_inv, d.n_inv)?;
-        let ran = mark(marks, "freed", &self.stream)
-            .and_then(|()| self.passes(d, &mut a, &mut scratch, true, Some(ScaleAt::Output(&t))));
-        if let Err(e) = ran {
-            // a and the scratch buffer outlive the passes already enqueued.
-            let _ = self.stream.synchronize();
-            return Err(e);
-        }
-        mark(marks, "h", &self.stream)?;
         if marks.is_some() {
-            tracing::debug!(free_ms, "ntt.h_step: b and c freed");
+            tracing::debug!(free_ms, "ntt.h_step: b, c and the scratch buffer freed");
         }
         Ok(a)
     }
 
     /// The H step from pinned host memory: the uploads of b and c run on a copy stream while
-    /// a and b are transformed. Returns h on the device (as [`CudaNtt::h_step_device`]) and the
-    /// host buffers, once their uploads are done.
+    /// a and b are transformed, and a arrives in column blocks ([`upload_columns`]) so that
+    /// the first pass of its inverse transform runs while the rest of it is on the way.
+    /// Returns h on the device (as [`CudaNtt::h_step_device`]) and the host buffers, once
+    /// their uploads are done.
     pub fn h_step_pinned<H: PinnedMemory<Fr>>(
         &self,
         a: H,
@@ -356,25 +405,61 @@ impl CudaNtt {
         let alloc_ms = t.elapsed().as_secs_f64() * 1e3;
         let mut marks = Marks::new(&self.ctx);
         mark(&mut marks, "start", &self.copy)?;
-        let ups = [
-            upload(&self.copy, a, &mut da, 0)?,
-            upload(&self.copy, b, &mut db, 0)?,
-            upload(&self.copy, c, &mut dc, 0)?,
-        ];
-        mark(&mut marks, "uploaded", &self.copy)?;
-        let names = ["a", "b", "c"];
-        for ((up, v), name) in ups.iter().zip([&mut da, &mut db, &mut dc]).zip(names) {
-            if let Some(e) = up.event() {
-                self.stream.wait(e)?;
-            }
-            self.to_coset(&d, v, &mut scratch)?;
-            mark(&mut marks, name, &self.stream)?;
+        let blocks = Self::column_blocks(&d);
+        let deg0 = pass_degrees(d.log_n)[0];
+        let width = n >> deg0;
+        let up_a = match blocks {
+            0 => upload(&self.copy, a, &mut da, 0)?,
+            _ => upload_columns(&self.copy, a, &mut da, width, blocks)?,
+        };
+        mark(&mut marks, "a_up", &self.copy)?;
+        let up_b = upload(&self.copy, b, &mut db, 0)?;
+        mark(&mut marks, "b_up", &self.copy)?;
+        let ups = [up_a, up_b, upload(&self.copy, c, &mut dc, 0)?];
+        let mut ran = mark(&mut marks, "uploaded", &self.copy);
+        // a's first inverse pass, block by block as its columns arrive.
+        let w_inv = match blocks {
+            0 => None,
+            _ => self.root_tables(&d, true).map_err(|e| ran = Err(e)).ok(),
+        };
+        let cols = width / blocks.max(1);
+        for i in 0..blocks {
+            let Some(w) = &w_inv else { break };
+            ran = ran
+                .and_then(|()| match ups[0].block_event(i).or(ups[0].event()) {
+                    Some(e) => Ok(self.stream.wait(e)?),
+                    None => Err(zkpipe_stream::Error::AlreadyTaken.into()),
+                })
+                .and_then(|()| {
+                    let (x, y) = (&da, &mut scratch);
+                    let col = i * cols;
+                    self.k
+                        .first_pass_columns(&self.stream, x, y, w, d.log_n, deg0, col, cols)
+                });
         }
-        let h = self.combine_and_interpolate(&d, da, db, dc, scratch, &mut marks)?;
+        for (j, (up, v)) in ups.iter().zip([&mut da, &mut db]).enumerate() {
+            let first_done = j == 0 && blocks > 0;
+            ran = ran
+                .and_then(|()| up.event().map_or(Ok(()), |e| Ok(self.stream.wait(e)?)))
+                .and_then(|()| self.to_coset(&d, v, &mut scratch, first_done))
+                .and_then(|()| mark(&mut marks, ["a", "b"][j], &self.stream));
+        }
+        if let Some(e) = ups[2].event() {
+            ran = ran.and_then(|()| Ok(self.stream.wait(e)?));
+        }
+        if ran.is_err() {
+            // The stream may not wait for the copies: let them end before the buffers go.
+            let _ = self.copy.synchronize();
+        }
+        let h = self.finish(&d, ran, da, db, dc, scratch, &mut marks)?;
         let [ua, ub, uc] = ups;
         let hosts = [ua.wait()?, ub.wait()?, uc.wait()?];
         if let Some(m) = marks {
-            tracing::debug!(alloc_ms, "ntt.h_step_pinned: device buffers allocated");
+            tracing::debug!(
+                alloc_ms,
+                blocks,
+                "ntt.h_step_pinned: device buffers allocated"
+            );
             m.log("ntt.h_step_pinned")?;
         }
         Ok((h, hosts))

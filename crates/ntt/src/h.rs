@@ -6,9 +6,15 @@ use rayon::prelude::*;
 use crate::domain::{coset_generator, vanishing_inverse_on_coset, Domain};
 use crate::{check_batch, Direction, Ntt, NttConfig};
 
-/// h = (a·b - c) / Z from the evaluations a, b, c on the domain: each is interpolated
-/// (inverse NTT) and evaluated on the coset g·H, where Z = g^n - 1 is constant; the quotient
-/// is interpolated back from the coset. Returns the n - 1 coefficients of h.
+/// h = (a·b - c) / Z from the evaluations a, b, c on the domain H. Returns the n - 1
+/// coefficients of h.
+///
+/// bellperson's way takes seven transforms: a, b and c interpolated and evaluated on the coset
+/// g·H, where Z = g^n - 1 is constant, and the quotient interpolated back. This takes six:
+/// interpolation from the coset is linear and gives back any polynomial of degree below n, so
+/// interpolating (a·b - c)/Z equals interpolating a·b/Z minus C/Z, where C is c's polynomial
+/// (its inverse transform); c never visits the coset. Both ways give the same n values for any
+/// inputs, divisible or not (the tests check this against the seven-transform way).
 pub fn h_polynomial_cpu(
     ntt: &dyn Ntt,
     mut a: Vec<Scalar>,
@@ -22,17 +28,20 @@ pub fn h_polynomial_cpu(
     {
         let mut batch = [a.as_mut_slice(), b.as_mut_slice(), c.as_mut_slice()];
         ntt.transform_batch(&mut batch, Direction::Inverse, &plain)?;
+    }
+    {
+        let mut batch = [a.as_mut_slice(), b.as_mut_slice()];
         ntt.transform_batch(&mut batch, Direction::Forward, &coset)?;
     }
-    b.par_iter()
-        .zip(c.par_iter())
-        .zip(a.par_iter_mut())
-        .for_each(|((b, c), a)| *a = *a * b - c);
-    drop(b);
-    drop(c);
     let z_inv = vanishing_inverse_on_coset(&d, coset_generator());
-    a.par_iter_mut().for_each(|x| *x *= z_inv);
+    a.par_iter_mut()
+        .zip(b.par_iter())
+        .for_each(|(a, b)| *a = *a * b * z_inv);
+    drop(b);
     ntt.transform(&mut a, Direction::Inverse, &coset)?;
+    a.par_iter_mut()
+        .zip(c.par_iter())
+        .for_each(|(a, c)| *a -= *c * z_inv);
     a.truncate(n - 1);
     Ok(a)
 }

@@ -70,13 +70,51 @@ pub enum ScaleAt<'a> {
     Output(&'a PowerTables),
 }
 
+/// Pointwise work fused into a pass, so that it costs no pass over memory of its own. Input
+/// operations belong to the first pass (lgp = 0), output ones to the last (lgp + deg = log_n);
+/// on the input the scaling comes first, on the output the subtraction comes last.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Fused<'a> {
+    /// A scaling by the powers of a shift, on the input or the output.
+    pub scale: Option<ScaleAt<'a>>,
+    /// x_e *= v_e on the input.
+    pub input_times: Option<&'a DeviceBuffer<Fr>>,
+    /// y_e -= v_e on the output.
+    pub output_minus: Option<&'a DeviceBuffer<Fr>>,
+}
+
+impl<'a> Fused<'a> {
+    /// A scaling alone.
+    pub fn scaled(at: ScaleAt<'a>) -> Self {
+        Self {
+            scale: Some(at),
+            ..Self::default()
+        }
+    }
+
+    /// The part of `self` that a pass at stride 2^lgp of 2^deg over 2^log_n performs.
+    pub fn for_pass(&self, lgp: u32, deg: u32, log_n: u32) -> Self {
+        let first = lgp == 0;
+        let last = lgp + deg == log_n;
+        Self {
+            scale: match self.scale {
+                Some(ScaleAt::Input(_)) if first => self.scale,
+                Some(ScaleAt::Output(_)) if last => self.scale,
+                _ => None,
+            },
+            input_times: self.input_times.filter(|_| first),
+            output_minus: self.output_minus.filter(|_| last),
+        }
+    }
+}
+
 /// The NTT kernels of one device.
 #[derive(Debug)]
 pub struct NttKernels {
     pass: Function,
     pass_scaled: Function,
+    pass_fused: Function,
     expand: Function,
-    h_combine: Function,
     bit_reverse: Function,
 }
 
@@ -110,17 +148,20 @@ impl NttKernels {
         pass.set_max_dynamic_shared(shared)?;
         let pass_scaled = m.function("ntt_pass_scaled")?;
         pass_scaled.set_max_dynamic_shared(shared)?;
+        let pass_fused = m.function("ntt_pass_fused")?;
+        pass_fused.set_max_dynamic_shared(shared)?;
         Ok(Self {
             pass,
             pass_scaled,
+            pass_fused,
             expand: m.function("ntt_expand")?,
-            h_combine: m.function("ntt_h_combine")?,
             bit_reverse: m.function("ntt_bit_reverse")?,
         })
     }
 
     /// One radix-2^deg pass from `x` to `y` over 2^log_n elements with stride 2^lgp, using the
-    /// tables of the transform's root of unity.
+    /// tables of the transform's root of unity, with the pointwise work `fused` (which must
+    /// belong to this pass: see [`Fused::for_pass`]).
     #[allow(clippy::too_many_arguments)]
     pub fn pass(
         &self,
@@ -131,7 +172,7 @@ impl NttKernels {
         log_n: u32,
         lgp: u32,
         deg: u32,
-        scale: Option<ScaleAt<'_>>,
+        fused: &Fused<'_>,
     ) -> Result<(), NttError> {
         if log_n > crate::MAX_LOG_N {
             return Err(NttError::DomainSize {
@@ -157,24 +198,35 @@ impl NttKernels {
                 max: log_n,
             });
         }
+        let misplaced = |what| NttError::ScalePlacement {
+            what,
+            lgp,
+            deg,
+            log_n,
+        };
+        let (first, last) = (lgp == 0, lgp + deg == log_n);
         // Unscaled passes hand the root tables over as the (unread) scaling tables.
-        let (st, scale_at) = match scale {
+        let (st, mut bits) = match fused.scale {
             None => (w, 0u32),
-            Some(ScaleAt::Input(t)) if lgp == 0 => (t, 1u32),
-            Some(ScaleAt::Output(t)) if lgp + deg == log_n => (t, 2u32),
-            Some(at) => {
-                return Err(NttError::ScalePlacement {
-                    what: match at {
-                        ScaleAt::Input(_) => "input",
-                        ScaleAt::Output(_) => "output",
-                    },
-                    lgp,
-                    deg,
-                    log_n,
-                })
-            }
+            Some(ScaleAt::Input(t)) if first => (t, 1u32),
+            Some(ScaleAt::Output(t)) if last => (t, 2u32),
+            Some(ScaleAt::Input(_)) => return Err(misplaced("input")),
+            Some(ScaleAt::Output(_)) => return Err(misplaced("output")),
         };
         check_tables(st, log_n)?;
+        // Vectors too: the kernel reads them at every index below n. A null pointer is never
+        // read (its bit is clear).
+        let mut vector = |v: Option<&DeviceBuffer<Fr>>, bit: u32, allowed: bool, what| match v {
+            None => Ok(0u64),
+            Some(_) if !allowed => Err(misplaced(what)),
+            Some(v) => {
+                check_len(v.len(), n)?;
+                bits |= bit;
+                Ok(v.device_ptr())
+            }
+        };
+        let times = vector(fused.input_times, 4, first, "input product")?;
+        let minus = vector(fused.output_minus, 8, last, "output subtraction")?;
         let (slo, shi, s_lo_bits) = (&st.lo, &st.hi, st.lo_bits);
         let counth = 1u32 << (deg - 1);
         let cfg = LaunchConfig {
@@ -185,25 +237,112 @@ impl NttKernels {
         // SAFETY: x and y hold at least n elements and the tables cover exponents below
         // 2^log_n (checked above; `full`, when not null, holds n/2 entries); the kernel reads
         // x[0..n), writes y[0..n) and reads the tables at exponents below 2^log_n. The
+        // scaling tables (read only when bit 1 or 2 is set) cover exponents below 2^log_n;
+        // the vectors (read only when bit 4 or 8 is set) hold at least n elements. The
         // buffers outlive the launch: the caller synchronises the stream before dropping them.
-        // The scaling tables (read only when scale_at != 0) cover exponents below 2^log_n.
         unsafe {
-            if scale_at == 0 {
+            if bits == 0 {
                 self.pass.launch(
                     s,
                     cfg,
                     &[x, &*y, &w.lo, &w.hi, &w.lo_bits, &full, &log_n, &lgp, &deg],
                 )
-            } else {
+            } else if bits < 4 {
                 self.pass_scaled.launch(
                     s,
                     cfg,
                     &[
                         x, &*y, &w.lo, &w.hi, &w.lo_bits, &full, &log_n, &lgp, &deg, slo, shi,
-                        &s_lo_bits, &scale_at,
+                        &s_lo_bits, &bits,
+                    ],
+                )
+            } else {
+                self.pass_fused.launch(
+                    s,
+                    cfg,
+                    &[
+                        x, &*y, &w.lo, &w.hi, &w.lo_bits, &full, &log_n, &lgp, &deg, slo, shi,
+                        &s_lo_bits, &bits, &times, &minus,
                     ],
                 )
             }
+        }?;
+        Ok(())
+    }
+
+    /// The first pass (lgp = 0, unscaled) of a transform of 2^log_n, on the columns
+    /// `col..col + cols` only: with `x` read as 2^deg rows of 2^(log_n - deg) elements, those
+    /// columns are all this part of the pass reads, so it can start once they are on the
+    /// device. Over every column, the same as [`NttKernels::pass`] with lgp = 0.
+    #[allow(clippy::too_many_arguments)]
+    pub fn first_pass_columns(
+        &self,
+        s: &Stream,
+        x: &DeviceBuffer<Fr>,
+        y: &mut DeviceBuffer<Fr>,
+        w: &PowerTables,
+        log_n: u32,
+        deg: u32,
+        col: usize,
+        cols: usize,
+    ) -> Result<(), NttError> {
+        if log_n > crate::MAX_LOG_N {
+            return Err(NttError::DomainSize {
+                log_n,
+                max: crate::MAX_LOG_N,
+            });
+        }
+        if deg == 0 || deg > MAX_DEG || deg > log_n {
+            return Err(NttError::DomainSize {
+                log_n: deg,
+                max: log_n,
+            });
+        }
+        let n = 1usize << log_n;
+        check_len(x.len(), n)?;
+        check_len(y.len(), n)?;
+        check_tables(w, log_n)?;
+        let width = n >> deg;
+        if col.checked_add(cols).is_none_or(|end| end > width) {
+            return Err(NttError::BufferTooSmall {
+                len: width,
+                needed: col.saturating_add(cols),
+            });
+        }
+        if cols == 0 {
+            return Ok(());
+        }
+        let full = match &w.full {
+            Some(f) if w.log_n == log_n => {
+                check_len(f.len(), n / 2)?;
+                f.device_ptr()
+            }
+            _ => 0,
+        };
+        let fr = std::mem::size_of::<Fr>() as u64;
+        // Block b of the pass reads x[b + i·width] and (lgp = 0) writes y[(b << deg) + j]:
+        // starting both buffers at column `col` makes block b' do block col + b'.
+        let xc = x.device_ptr() + col as u64 * fr;
+        let yc = y.device_ptr() + ((col as u64) << deg) * fr;
+        let lgp = 0u32;
+        let counth = 1u32 << (deg - 1);
+        let cfg = LaunchConfig {
+            grid: (cols as u32, 1, 1),
+            block: (counth, 1, 1),
+            shared_bytes: 3 * counth * std::mem::size_of::<Fr>() as u32,
+        };
+        // SAFETY: blocks col..col + cols of the first pass (col + cols <= n >> deg, checked)
+        // read x at indices below n and write y at (col + cols) << deg <= n; both buffers hold
+        // n elements, the tables cover exponents below 2^log_n (checked). The launch's
+        // blocks see the offset pointers and the full-size n, as that part of the whole pass.
+        unsafe {
+            self.pass.launch(
+                s,
+                cfg,
+                &[
+                    &xc, &yc, &w.lo, &w.hi, &w.lo_bits, &full, &log_n, &lgp, &deg,
+                ],
+            )
         }?;
         Ok(())
     }
@@ -227,35 +366,6 @@ impl NttKernels {
                 s,
                 LaunchConfig::for_elements(n, BLOCK),
                 &[&w.lo, &w.hi, &w.lo_bits, &n32, &*out],
-            )
-        }?;
-        Ok(())
-    }
-
-    /// a[i] = (a[i]·b[i] - c[i])·z_inv.
-    pub fn h_combine(
-        &self,
-        s: &Stream,
-        a: &mut DeviceBuffer<Fr>,
-        b: &DeviceBuffer<Fr>,
-        c: &DeviceBuffer<Fr>,
-        z_inv: Fr,
-    ) -> Result<(), NttError> {
-        let n = a.len();
-        crate::check_batch([n, b.len(), c.len()].into_iter())?;
-        if n == 0 {
-            return Ok(());
-        }
-        let n32 = u32::try_from(n).map_err(|_| NttError::DomainSize {
-            log_n: 32,
-            max: crate::MAX_LOG_N,
-        })?;
-        // SAFETY: all three buffers have n elements (checked); one thread per element.
-        unsafe {
-            self.h_combine.launch(
-                s,
-                LaunchConfig::for_elements(n, BLOCK),
-                &[&*a, b, c, &n32, &z_inv],
             )
         }?;
         Ok(())

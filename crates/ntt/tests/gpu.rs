@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use zkpipe_cuda::testing::gpu_context;
 use zkpipe_cuda::{Context, DeviceBuffer};
 use zkpipe_field::{cast, Fr};
-use zkpipe_ntt::kernels::{NttKernels, PowerTables, ScaleAt};
+use zkpipe_ntt::kernels::{Fused, NttKernels, PowerTables, ScaleAt};
 use zkpipe_ntt::{Coset, CpuNtt, CudaNtt, Direction, Ntt, NttConfig, NttError, Ordering};
 use zkpipe_pinned::PinnedBuffer;
 
@@ -193,6 +193,14 @@ fn gpu_h_step_matches_cpu() {
             cast::scalars_as_fr(&a),
             "the host buffer comes back intact"
         );
+
+        // Any c, a·b - c divisible or not: the same n - 1 values as the CPU.
+        let c = random(n, &mut rng);
+        let want = CpuNtt::new()
+            .h_polynomial(a.clone(), b.clone(), c.clone())
+            .unwrap();
+        let got = gpu.h_polynomial(a, b, c).unwrap();
+        assert_eq!(got, want, "h of a random c, 2^{log_n}");
     }
 }
 
@@ -265,10 +273,45 @@ fn gpu_bad_input_is_an_error() {
         (0, ScaleAt::Output(&w), "output"),
     ] {
         let err = k
-            .pass(&s, &x, &mut y, &w, 10, lgp, 5, Some(at))
+            .pass(&s, &x, &mut y, &w, 10, lgp, 5, &Fused::scaled(at))
             .unwrap_err();
         assert!(
             matches!(err, NttError::ScalePlacement { what: wh, lgp: l, deg: 5, log_n: 10 } if wh == what && l == lgp),
+            "{err}"
+        );
+    }
+    // The vectors likewise, and a vector shorter than the transform.
+    let v = DeviceBuffer::<Fr>::alloc(&ctx, 1024).unwrap();
+    let short = DeviceBuffer::<Fr>::alloc(&ctx, 1000).unwrap();
+    let times = |v| Fused {
+        input_times: Some(v),
+        ..Fused::default()
+    };
+    let minus = |v| Fused {
+        output_minus: Some(v),
+        ..Fused::default()
+    };
+    for (lgp, f, what) in [
+        (5, times(&v), "input product"),
+        (0, minus(&v), "output subtraction"),
+    ] {
+        let err = k.pass(&s, &x, &mut y, &w, 10, lgp, 5, &f).unwrap_err();
+        assert!(
+            matches!(err, NttError::ScalePlacement { what: wh, lgp: l, deg: 5, log_n: 10 } if wh == what && l == lgp),
+            "{err}"
+        );
+    }
+    for f in [times(&short), minus(&short)] {
+        let lgp = if f.input_times.is_some() { 0 } else { 5 };
+        let err = k.pass(&s, &x, &mut y, &w, 10, lgp, 5, &f).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                NttError::BufferTooSmall {
+                    len: 1000,
+                    needed: 1024
+                }
+            ),
             "{err}"
         );
     }
@@ -319,6 +362,54 @@ fn gpu_batch_from_pinned_memory_matches_cpu() {
             NttError::BatchLengths {
                 first: 8,
                 other: 16
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn first_pass_in_column_blocks_equals_the_whole_pass() {
+    let Some((ctx, _, mut rng)) = setup() else {
+        return;
+    };
+    let k = NttKernels::load(&ctx).unwrap();
+    let s = zkpipe_cuda::Stream::new(&ctx).unwrap();
+    let (log_n, deg) = (16u32, 8u32);
+    let n = 1usize << log_n;
+    let up = |v: &[Scalar]| DeviceBuffer::from_host(&ctx, cast::scalars_as_fr(v)).unwrap();
+    let w = PowerTables {
+        lo: up(&random(256, &mut rng)),
+        hi: up(&random(256, &mut rng)),
+        lo_bits: 8,
+        log_n,
+        full: None,
+    };
+    let x = up(&random(n, &mut rng));
+    let mut whole = DeviceBuffer::<Fr>::alloc(&ctx, n).unwrap();
+    k.pass(&s, &x, &mut whole, &w, log_n, 0, deg, &Fused::default())
+        .unwrap();
+    // The 256 columns in uneven blocks, out of order.
+    let mut parts = DeviceBuffer::<Fr>::alloc(&ctx, n).unwrap();
+    for (col, cols) in [(101, 155), (0, 100), (100, 1)] {
+        k.first_pass_columns(&s, &x, &mut parts, &w, log_n, deg, col, cols)
+            .unwrap();
+    }
+    s.synchronize().unwrap();
+    let (parts, whole) = (parts.to_vec().unwrap(), whole.to_vec().unwrap());
+    let bad = parts.iter().zip(&whole).filter(|(a, b)| a != b).count();
+    assert_eq!(bad, 0, "{bad} of {n} elements differ");
+    // Columns past the rows: an error naming the numbers.
+    let mut y = DeviceBuffer::<Fr>::alloc(&ctx, n).unwrap();
+    let err = k
+        .first_pass_columns(&s, &x, &mut y, &w, log_n, deg, 200, 57)
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            NttError::BufferTooSmall {
+                len: 256,
+                needed: 257
             }
         ),
         "{err}"

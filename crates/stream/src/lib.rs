@@ -20,7 +20,7 @@ mod transfer;
 pub use budget::{BudgetError, BudgetStats, VramBudget, VramGrant};
 pub use lock::{GpuGuard, GpuLock};
 pub use scope::{copy_scope, CopyScope, Pinned, PinnedMut};
-pub use transfer::{download, upload, InFlight, Timer};
+pub use transfer::{download, upload, upload_columns, InFlight, Timer};
 pub use zkpipe_cuda::{Event, Stream};
 
 /// Errors of this crate.
@@ -35,6 +35,9 @@ pub enum Error {
     /// A copy's host buffer was already handed back.
     #[error("the copy's host buffer was already taken")]
     AlreadyTaken,
+    /// A copy in column blocks whose blocks do not divide its rows.
+    #[error("{blocks} column blocks do not divide rows of {pitch} elements")]
+    ColumnBlocks { pitch: usize, blocks: usize },
 }
 
 /// This crate's result type.

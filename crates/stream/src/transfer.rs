@@ -18,6 +18,8 @@ use crate::Result;
 pub struct InFlight<H> {
     parts: Option<(H, Event)>,
     bytes: usize,
+    /// For a copy in column blocks ([`upload_columns`]): each block's completion.
+    blocks: Vec<Event>,
 }
 
 impl<H> InFlight<H> {
@@ -31,6 +33,12 @@ impl<H> InFlight<H> {
     /// The event that completes with the copy (for other streams to wait on).
     pub fn event(&self) -> Option<&Event> {
         self.parts.as_ref().map(|(_, e)| e)
+    }
+
+    /// The event that completes with column block `i` of a copy made by [`upload_columns`]
+    /// (`None` past the last block, or for other copies).
+    pub fn block_event(&self, i: usize) -> Option<&Event> {
+        self.blocks.get(i)
     }
 
     /// True once the copy has completed.
@@ -86,6 +94,53 @@ where
     Ok(InFlight {
         parts: Some((src, event)),
         bytes,
+        blocks: Vec::new(),
+    })
+}
+
+/// Enqueues a copy of all of `src` into `dst` (of the same length) in `blocks` blocks of
+/// columns, reading both as rows of `pitch` elements: block i holds columns
+/// `i·pitch/blocks..(i + 1)·pitch/blocks` of every row (one 2D copy each), and
+/// [`InFlight::block_event`] tells when it has arrived, so that work on those columns can start
+/// before the rest. `pitch` must divide the length and `blocks` must divide `pitch`.
+pub fn upload_columns<T, H>(
+    stream: &Stream,
+    src: H,
+    dst: &mut DeviceBuffer<T>,
+    pitch: usize,
+    blocks: usize,
+) -> Result<InFlight<H>>
+where
+    T: Pod,
+    H: PinnedMemory<T>,
+{
+    let bytes = std::mem::size_of_val(&*src);
+    if blocks == 0 || !pitch.is_multiple_of(blocks) {
+        return Err(crate::Error::ColumnBlocks { pitch, blocks });
+    }
+    let width = pitch / blocks;
+    let mut events = Vec::with_capacity(blocks);
+    for i in 0..blocks {
+        // SAFETY: `src` is pinned memory that the returned `InFlight` owns until the event
+        // after the last block completes, so it stays valid and unchanged. On an error the
+        // blocks already enqueued are waited for (below) before `src` goes.
+        let queued =
+            unsafe { dst.copy_columns_from_host_async(&src, pitch, i * width, width, stream) }
+                .map_err(crate::Error::from)
+                .and_then(|()| Ok(stream.record()?));
+        match queued {
+            Ok(e) => events.push(e),
+            Err(e) => {
+                let _ = stream.synchronize();
+                return Err(e);
+            }
+        }
+    }
+    let event = stream.record()?;
+    Ok(InFlight {
+        parts: Some((src, event)),
+        bytes,
+        blocks: events,
     })
 }
 
@@ -108,6 +163,7 @@ where
     Ok(InFlight {
         parts: Some((dst, event)),
         bytes,
+        blocks: Vec::new(),
     })
 }
 

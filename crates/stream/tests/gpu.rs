@@ -8,7 +8,7 @@ use zkpipe_cuda::testing::gpu_context;
 use zkpipe_cuda::DeviceBuffer;
 use zkpipe_pinned::{PinnedBuffer, PinnedPool, RegisteredVec};
 use zkpipe_stream::kernels::Spin;
-use zkpipe_stream::{download, upload, Event, Stream, Timer, VramBudget};
+use zkpipe_stream::{download, upload, upload_columns, Event, Stream, Timer, VramBudget};
 
 #[test]
 fn pinned_upload_and_download_round_trip() {
@@ -31,6 +31,46 @@ fn pinned_upload_and_download_round_trip() {
     let small = PinnedBuffer::<u32>::new(&ctx, 16).unwrap();
     let err = download(&stream, &dev, n - 8, small).unwrap_err();
     assert!(err.to_string().contains(&format!("{}", n + 8)), "{err}");
+}
+
+#[test]
+fn upload_in_column_blocks_lands_every_block() {
+    let Some(ctx) = gpu_context() else { return };
+    let stream = Stream::new(&ctx).unwrap();
+    let (rows, pitch, blocks) = (128, 4096, 8);
+    let n = rows * pitch;
+    let mut src = PinnedBuffer::<u32>::new(&ctx, n).unwrap();
+    src.iter_mut()
+        .enumerate()
+        .for_each(|(i, x)| *x = (i as u32).wrapping_mul(2_246_822_519) ^ 7);
+    let mut dev = DeviceBuffer::<u32>::from_host(&ctx, &vec![0; n]).unwrap();
+    let up = upload_columns(&stream, src, &mut dev, pitch, blocks).unwrap();
+    assert_eq!(up.bytes(), n * 4);
+    // Once block 0 has landed, its columns are there in every row.
+    up.block_event(0).unwrap().synchronize().unwrap();
+    let part = dev.to_vec().unwrap();
+    let width = pitch / blocks;
+    for r in [0, 1, rows / 2, rows - 1] {
+        let row = r * pitch;
+        assert_eq!(
+            part[row..row + width],
+            (row..row + width)
+                .map(|i| (i as u32).wrapping_mul(2_246_822_519) ^ 7)
+                .collect::<Vec<_>>()[..],
+            "block 0, row {r}"
+        );
+    }
+    assert!(up.block_event(blocks - 1).is_some());
+    assert!(up.block_event(blocks).is_none());
+    let src = up.wait().unwrap();
+    assert_eq!(dev.to_vec().unwrap(), &src[..], "all blocks");
+
+    // Blocks that do not divide the rows, rows that do not divide the buffer: errors.
+    let err = upload_columns(&stream, src, &mut dev, pitch, 3).unwrap_err();
+    assert!(err.to_string().contains("3 column blocks"), "{err}");
+    let src = PinnedBuffer::<u32>::new(&ctx, n).unwrap();
+    let err = upload_columns(&stream, src, &mut dev, 3000, 8).unwrap_err();
+    assert!(err.to_string().contains("rows of 3000"), "{err}");
 }
 
 #[test]
