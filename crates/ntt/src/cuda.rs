@@ -1,5 +1,5 @@
-//! The CUDA implementation: transforms on device buffers, power tables kept per device, the
-//! fused H step, and uploads from pinned memory that overlap the transforms.
+//! The CUDA implementation: transforms on device buffers, power tables kept per device, and
+//! batches from pinned memory with the uploads overlapped (the H step is in `cuda_h`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -9,11 +9,10 @@ use ff::Field;
 use zkpipe_cuda::{Context, DeviceBuffer, Stream};
 use zkpipe_field::{cast, Fr};
 use zkpipe_pinned::PinnedMemory;
-use zkpipe_stream::{upload, upload_columns};
+use zkpipe_stream::upload;
 
-use crate::domain::{coset_generator, vanishing_inverse_on_coset, Domain};
+use crate::domain::Domain;
 use crate::kernels::{full_table_limit, Fused, NttKernels, PowerTables, ScaleAt, MAX_DEG};
-use crate::marks::{mark, Marks};
 use crate::{Direction, Ntt, NttConfig, NttError, Ordering};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -32,10 +31,10 @@ enum TableKey {
 /// methods do not wait for it, the host-slice methods of [`Ntt`] do.
 #[derive(Debug)]
 pub struct CudaNtt {
-    ctx: Arc<Context>,
-    stream: Arc<Stream>,
-    copy: Stream,
-    k: NttKernels,
+    pub(crate) ctx: Arc<Context>,
+    pub(crate) stream: Arc<Stream>,
+    pub(crate) copy: Stream,
+    pub(crate) k: NttKernels,
     tables: Mutex<HashMap<TableKey, Arc<PowerTables>>>,
     /// Full root tables up to 2^full_max ([`full_table_limit`] of the device's memory).
     full_max: u32,
@@ -147,7 +146,11 @@ impl CudaNtt {
         Ok(t)
     }
 
-    fn root_tables(&self, d: &Domain, inverse: bool) -> Result<Arc<PowerTables>, NttError> {
+    pub(crate) fn root_tables(
+        &self,
+        d: &Domain,
+        inverse: bool,
+    ) -> Result<Arc<PowerTables>, NttError> {
         let base = if inverse { d.omega_inv } else { d.omega };
         self.tables(
             TableKey::Root {
@@ -161,7 +164,7 @@ impl CudaNtt {
     }
 
     /// Tables of c · s^e for the scaling fused into a pass.
-    fn shift_tables(
+    pub(crate) fn shift_tables(
         &self,
         d: &Domain,
         shift: Scalar,
@@ -177,7 +180,7 @@ impl CudaNtt {
 
     /// The radix passes: natural in, natural out, with the pointwise work `fused` on the first
     /// pass's input and the last one's output.
-    fn passes(
+    pub(crate) fn passes(
         &self,
         d: &Domain,
         data: &mut DeviceBuffer<Fr>,
@@ -190,7 +193,7 @@ impl CudaNtt {
 
     /// [`CudaNtt::passes`], or with `first_done` the passes after the first, whose output (of
     /// `data`, unscaled) is already in `scratch` ([`NttKernels::first_pass_columns`]).
-    fn passes_from(
+    pub(crate) fn passes_from(
         &self,
         d: &Domain,
         data: &mut DeviceBuffer<Fr>,
@@ -271,198 +274,6 @@ impl CudaNtt {
             std::mem::swap(data, scratch);
         }
         Ok(())
-    }
-
-    /// Evaluations on H to evaluations on the coset g·H, fused: inverse passes, one scaling by
-    /// g^i / n, forward passes. With `first_done`, the inverse's first pass is already in
-    /// `scratch`.
-    fn to_coset(
-        &self,
-        d: &Domain,
-        v: &mut DeviceBuffer<Fr>,
-        scratch: &mut DeviceBuffer<Fr>,
-        first_done: bool,
-    ) -> Result<(), NttError> {
-        let g = self.shift_tables(d, coset_generator(), d.n_inv)?;
-        let scaled = Fused::scaled(ScaleAt::Output(&g));
-        self.passes_from(d, v, scratch, true, scaled, first_done)?;
-        self.passes(d, v, scratch, false, Fused::default())
-    }
-
-    /// The column blocks a's upload is cut into by [`CudaNtt::h_step_pinned`], so that the
-    /// first pass of its inverse transform runs block by block while the rest arrives: 8, or
-    /// `ZKPIPE_H_COLUMNS` (0: one plain copy); none when the transform has a single pass
-    /// (whose output is scaled) or its rows are narrower than the blocks.
-    fn column_blocks(d: &Domain) -> usize {
-        let blocks = std::env::var("ZKPIPE_H_COLUMNS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(8usize);
-        let degs = pass_degrees(d.log_n);
-        let width = d.size() >> degs[0];
-        if degs.len() < 2 || blocks == 0 || !width.is_multiple_of(blocks) {
-            return 0;
-        }
-        blocks
-    }
-
-    /// The H step on device-resident a, b, c (length n = 2^k, evaluations on the domain H):
-    /// returns the buffer holding h's coefficients (the first n - 1 are h; the last is zero
-    /// when a·b - c vanishes on H), computed. Six transforms, not seven: since Z = g^n - 1 is
-    /// constant on the coset g·H and c's polynomial C has degree below n, interpolating
-    /// (a·b - c)/Z from the coset equals interpolating a·b/Z from the coset minus C/Z, so c
-    /// needs only its inverse transform. The product by b, the scaling and the subtraction of
-    /// C/Z ride in the first and last passes of the final transform. b, c and the scratch
-    /// buffer are freed before it returns (it waits for the stream).
-    pub fn h_step_device(
-        &self,
-        mut a: DeviceBuffer<Fr>,
-        mut b: DeviceBuffer<Fr>,
-        c: DeviceBuffer<Fr>,
-    ) -> Result<DeviceBuffer<Fr>, NttError> {
-        crate::check_batch([a.len(), b.len(), c.len()].into_iter())?;
-        let d = Domain::for_len(a.len())?;
-        let mut scratch = DeviceBuffer::<Fr>::alloc(&self.ctx, a.len())?;
-        let mut marks = Marks::new(&self.ctx);
-        let ran = mark(&mut marks, "start", &self.stream)
-            .and_then(|()| self.to_coset(&d, &mut a, &mut scratch, false))
-            .and_then(|()| mark(&mut marks, "a", &self.stream))
-            .and_then(|()| self.to_coset(&d, &mut b, &mut scratch, false))
-            .and_then(|()| mark(&mut marks, "b", &self.stream));
-        let h = self.finish(&d, ran, a, b, c, scratch, &mut marks)?;
-        if let Some(m) = marks {
-            m.log("ntt.h_step_device")?;
-        }
-        Ok(h)
-    }
-
-    /// The H step after a and b are on the coset (`ran`: whether enqueuing that went well):
-    /// c's inverse transform, over Z, then the final transform. Waits for the stream on
-    /// every path before b, c and the scratch buffer go, so that none goes while a kernel
-    /// may still read it.
-    #[allow(clippy::too_many_arguments)]
-    fn finish(
-        &self,
-        d: &Domain,
-        ran: Result<(), NttError>,
-        mut a: DeviceBuffer<Fr>,
-        b: DeviceBuffer<Fr>,
-        mut c: DeviceBuffer<Fr>,
-        mut scratch: DeviceBuffer<Fr>,
-        marks: &mut Option<Marks>,
-    ) -> Result<DeviceBuffer<Fr>, NttError> {
-        let ran = ran.and_then(|()| {
-            let g = coset_generator();
-            let scale = d.n_inv * vanishing_inverse_on_coset(d, g);
-            let g_inv = g.invert().unwrap_or(Scalar::ZERO);
-            let over_z = self.shift_tables(d, Scalar::ONE, scale)?;
-            let from_coset = self.shift_tables(d, g_inv, scale)?;
-            // C/Z: c's coefficients, each times 1/(n·Z).
-            let c_over_z = Fused::scaled(ScaleAt::Output(&over_z));
-            self.passes(d, &mut c, &mut scratch, true, c_over_z)?;
-            mark(marks, "c", &self.stream)?;
-            // h = (a·b on the coset, interpolated: times g^-e/(n·Z)) - C/Z.
-            let last = Fused {
-                scale: Some(ScaleAt::Output(&from_coset)),
-                input_times: Some(&b),
-                output_minus: Some(&c),
-            };
-            self.passes(d, &mut a, &mut scratch, true, last)?;
-            mark(marks, "h", &self.stream)
-        });
-        let waited = self.stream.synchronize();
-        let t = std::time::Instant::now();
-        drop(b);
-        drop(c);
-        drop(scratch);
-        let free_ms = t.elapsed().as_secs_f64() * 1e3;
-        ran?;
-        waited?;
-        if marks.is_some() {
-            tracing::debug!(free_ms, "ntt.h_step: b, c and the scratch buffer freed");
-        }
-        Ok(a)
-    }
-
-    /// The H step from pinned host memory: the uploads of b and c run on a copy stream while
-    /// a and b are transformed, and a arrives in column blocks ([`upload_columns`]) so that
-    /// the first pass of its inverse transform runs while the rest of it is on the way.
-    /// Returns h on the device (as [`CudaNtt::h_step_device`]) and the host buffers, once
-    /// their uploads are done.
-    pub fn h_step_pinned<H: PinnedMemory<Fr>>(
-        &self,
-        a: H,
-        b: H,
-        c: H,
-    ) -> Result<(DeviceBuffer<Fr>, [H; 3]), NttError> {
-        let n = crate::check_batch([a.len(), b.len(), c.len()].into_iter())?;
-        let d = Domain::for_len(n)?;
-        let t = std::time::Instant::now();
-        let mut da = DeviceBuffer::<Fr>::alloc(&self.ctx, n)?;
-        let mut db = DeviceBuffer::<Fr>::alloc(&self.ctx, n)?;
-        let mut dc = DeviceBuffer::<Fr>::alloc(&self.ctx, n)?;
-        let mut scratch = DeviceBuffer::<Fr>::alloc(&self.ctx, n)?;
-        let alloc_ms = t.elapsed().as_secs_f64() * 1e3;
-        let mut marks = Marks::new(&self.ctx);
-        mark(&mut marks, "start", &self.copy)?;
-        let blocks = Self::column_blocks(&d);
-        let deg0 = pass_degrees(d.log_n)[0];
-        let width = n >> deg0;
-        let up_a = match blocks {
-            0 => upload(&self.copy, a, &mut da, 0)?,
-            _ => upload_columns(&self.copy, a, &mut da, width, blocks)?,
-        };
-        mark(&mut marks, "a_up", &self.copy)?;
-        let up_b = upload(&self.copy, b, &mut db, 0)?;
-        mark(&mut marks, "b_up", &self.copy)?;
-        let ups = [up_a, up_b, upload(&self.copy, c, &mut dc, 0)?];
-        let mut ran = mark(&mut marks, "uploaded", &self.copy);
-        // a's first inverse pass, block by block as its columns arrive.
-        let w_inv = match blocks {
-            0 => None,
-            _ => self.root_tables(&d, true).map_err(|e| ran = Err(e)).ok(),
-        };
-        let cols = width / blocks.max(1);
-        for i in 0..blocks {
-            let Some(w) = &w_inv else { break };
-            ran = ran
-                .and_then(|()| match ups[0].block_event(i).or(ups[0].event()) {
-                    Some(e) => Ok(self.stream.wait(e)?),
-                    None => Err(zkpipe_stream::Error::AlreadyTaken.into()),
-                })
-                .and_then(|()| {
-                    let (x, y) = (&da, &mut scratch);
-                    let col = i * cols;
-                    self.k
-                        .first_pass_columns(&self.stream, x, y, w, d.log_n, deg0, col, cols)
-                });
-        }
-        for (j, (up, v)) in ups.iter().zip([&mut da, &mut db]).enumerate() {
-            let first_done = j == 0 && blocks > 0;
-            ran = ran
-                .and_then(|()| up.event().map_or(Ok(()), |e| Ok(self.stream.wait(e)?)))
-                .and_then(|()| self.to_coset(&d, v, &mut scratch, first_done))
-                .and_then(|()| mark(&mut marks, ["a", "b"][j], &self.stream));
-        }
-        if let Some(e) = ups[2].event() {
-            ran = ran.and_then(|()| Ok(self.stream.wait(e)?));
-        }
-        if ran.is_err() {
-            // The stream may not wait for the copies: let them end before the buffers go.
-            let _ = self.copy.synchronize();
-        }
-        let h = self.finish(&d, ran, da, db, dc, scratch, &mut marks)?;
-        let [ua, ub, uc] = ups;
-        let hosts = [ua.wait()?, ub.wait()?, uc.wait()?];
-        if let Some(m) = marks {
-            tracing::debug!(
-                alloc_ms,
-                blocks,
-                "ntt.h_step_pinned: device buffers allocated"
-            );
-            m.log("ntt.h_step_pinned")?;
-        }
-        Ok((h, hosts))
     }
 }
 

@@ -19,6 +19,7 @@
 
 mod cpu;
 mod cuda;
+mod cuda_h;
 mod domain;
 mod h;
 pub mod kernels;
@@ -28,6 +29,7 @@ use blstrs::Scalar;
 
 pub use cpu::CpuNtt;
 pub use cuda::CudaNtt;
+pub use cuda_h::HStepBuffers;
 pub use domain::{coset_generator, vanishing_inverse_on_coset, Domain, MAX_LOG_N};
 pub use h::h_polynomial_cpu;
 

@@ -195,12 +195,38 @@ fn gpu_h_step_matches_cpu() {
         );
 
         // Any c, a·b - c divisible or not: the same n - 1 values as the CPU.
-        let c = random(n, &mut rng);
-        let want = CpuNtt::new()
-            .h_polynomial(a.clone(), b.clone(), c.clone())
+        let c2 = random(n, &mut rng);
+        let want2 = CpuNtt::new()
+            .h_polynomial(a.clone(), b.clone(), c2.clone())
             .unwrap();
-        let got = gpu.h_polynomial(a, b, c).unwrap();
-        assert_eq!(got, want, "h of a random c, 2^{log_n}");
+        let got = gpu.h_polynomial(a.clone(), b.clone(), c2.clone()).unwrap();
+        assert_eq!(got, want2, "h of a random c, 2^{log_n}");
+
+        // Two steps in one set of buffers, kept by the caller.
+        let mut bufs = gpu.h_step_buffers(n).unwrap();
+        for (c, want, what) in [(&c2, &want2, "random c"), (&c, &want, "c = a·b")] {
+            let hosts = gpu
+                .h_step_pinned_into(&mut bufs, pin(&a), pin(&b), pin(c))
+                .unwrap();
+            assert_eq!(&hosts[2][..], cast::scalars_as_fr(c));
+            let h: Vec<Scalar> = bufs
+                .h()
+                .to_vec()
+                .unwrap()
+                .into_iter()
+                .map(Into::into)
+                .collect();
+            assert_eq!(&h[..n - 1], &want[..], "reused buffers, {what}, 2^{log_n}");
+        }
+        // Inputs of another length than the buffers: an error naming both.
+        let long = random(2 * n, &mut rng);
+        let err = gpu
+            .h_step_pinned_into(&mut bufs, pin(&long), pin(&long), pin(&long))
+            .unwrap_err();
+        assert!(
+            matches!(err, NttError::BatchLengths { first, other } if first == n && other == 2 * n),
+            "{err}"
+        );
     }
 }
 

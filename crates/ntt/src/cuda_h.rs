@@ -1,0 +1,260 @@
+//! The H step on the GPU: from a, b, c (evaluations on the domain H) to h's coefficients, on
+//! device-resident data or from pinned host memory with the uploads overlapped, in buffers
+//! allocated per call or kept by the caller from one step to the next.
+//!
+//! Six transforms, not bellperson's seven: Z = g^n - 1 is constant on the coset g·H and c's
+//! polynomial C has degree below n, so interpolating (a·b - c)/Z from the coset equals
+//! interpolating a·b/Z from the coset minus C/Z, and c needs only its inverse transform. The
+//! product by b, the scaling and the subtraction of C/Z ride in the first and last passes of
+//! the final transform.
+
+use blstrs::Scalar;
+use ff::Field;
+use zkpipe_cuda::DeviceBuffer;
+use zkpipe_field::Fr;
+use zkpipe_pinned::PinnedMemory;
+use zkpipe_stream::{upload, upload_columns, InFlight};
+
+use crate::cuda::pass_degrees;
+use crate::domain::{coset_generator, vanishing_inverse_on_coset, Domain};
+use crate::kernels::{Fused, ScaleAt};
+use crate::marks::{mark, Marks};
+use crate::{CudaNtt, NttError};
+
+/// The device memory of one H step: a, b, c and a scratch vector, 2^k elements each (16 GiB
+/// at 2^27). After a step, [`HStepBuffers::h`] holds h; the buffers can serve the next step
+/// as they are ([`CudaNtt::h_step_pinned_into`]), which spares the allocations and frees and
+/// the slower first writes to fresh memory.
+#[derive(Debug)]
+pub struct HStepBuffers {
+    a: DeviceBuffer<Fr>,
+    b: DeviceBuffer<Fr>,
+    c: DeviceBuffer<Fr>,
+    scratch: DeviceBuffer<Fr>,
+}
+
+impl HStepBuffers {
+    /// The length of each vector.
+    pub fn len(&self) -> usize {
+        self.a.len()
+    }
+
+    /// Always false: a step has at least 2 elements.
+    pub fn is_empty(&self) -> bool {
+        self.a.is_empty()
+    }
+
+    /// h's coefficients after a step: the first n - 1 are h, the last is zero when a·b - c
+    /// vanishes on H.
+    pub fn h(&self) -> &DeviceBuffer<Fr> {
+        &self.a
+    }
+
+    /// Keeps h and frees the other three vectors.
+    pub fn into_h(self) -> DeviceBuffer<Fr> {
+        self.a
+    }
+}
+
+impl CudaNtt {
+    /// Allocates the buffers of H steps of `n` elements (a power of two).
+    pub fn h_step_buffers(&self, n: usize) -> Result<HStepBuffers, NttError> {
+        Domain::for_len(n)?;
+        let alloc = || DeviceBuffer::<Fr>::alloc(&self.ctx, n);
+        Ok(HStepBuffers {
+            a: alloc()?,
+            b: alloc()?,
+            c: alloc()?,
+            scratch: alloc()?,
+        })
+    }
+
+    /// The H step on device-resident a, b, c (length n = 2^k): returns the buffer holding
+    /// h's coefficients (as [`HStepBuffers::h`]), computed. b, c and the scratch buffer are
+    /// freed before it returns.
+    pub fn h_step_device(
+        &self,
+        a: DeviceBuffer<Fr>,
+        b: DeviceBuffer<Fr>,
+        c: DeviceBuffer<Fr>,
+    ) -> Result<DeviceBuffer<Fr>, NttError> {
+        crate::check_batch([a.len(), b.len(), c.len()].into_iter())?;
+        let d = Domain::for_len(a.len())?;
+        let scratch = DeviceBuffer::<Fr>::alloc(&self.ctx, a.len())?;
+        let mut bufs = HStepBuffers { a, b, c, scratch };
+        let mut marks = Marks::new(&self.ctx);
+        let ran = mark(&mut marks, "start", &self.stream)
+            .and_then(|()| self.to_coset(&d, &mut bufs.a, &mut bufs.scratch, false))
+            .and_then(|()| mark(&mut marks, "a", &self.stream))
+            .and_then(|()| self.to_coset(&d, &mut bufs.b, &mut bufs.scratch, false))
+            .and_then(|()| mark(&mut marks, "b", &self.stream))
+            .and_then(|()| self.finish(&d, &mut bufs, &mut marks));
+        // On every path: nothing goes while a kernel may still read it.
+        let waited = self.stream.synchronize();
+        ran?;
+        waited?;
+        if let Some(m) = marks {
+            m.log("ntt.h_step_device")?;
+        }
+        Ok(bufs.into_h())
+    }
+
+    /// The H step from pinned host memory, in buffers allocated for the call: see
+    /// [`CudaNtt::h_step_pinned_into`]. Returns h on the device and the host buffers.
+    pub fn h_step_pinned<H: PinnedMemory<Fr>>(
+        &self,
+        a: H,
+        b: H,
+        c: H,
+    ) -> Result<(DeviceBuffer<Fr>, [H; 3]), NttError> {
+        let n = crate::check_batch([a.len(), b.len(), c.len()].into_iter())?;
+        let mut bufs = self.h_step_buffers(n)?;
+        let hosts = self.h_step_pinned_into(&mut bufs, a, b, c)?;
+        Ok((bufs.into_h(), hosts))
+    }
+
+    /// The H step from pinned host memory into `bufs` (of the inputs' length): the uploads of
+    /// b and c run on a copy stream while a and b are transformed, and a arrives in column
+    /// blocks ([`upload_columns`]) so that the first pass of its inverse transform runs while
+    /// the rest of it is on the way. When it returns h is in [`HStepBuffers::h`], computed,
+    /// and the host buffers come back.
+    pub fn h_step_pinned_into<H: PinnedMemory<Fr>>(
+        &self,
+        bufs: &mut HStepBuffers,
+        a: H,
+        b: H,
+        c: H,
+    ) -> Result<[H; 3], NttError> {
+        let n = crate::check_batch([bufs.len(), a.len(), b.len(), c.len()].into_iter())?;
+        let d = Domain::for_len(n)?;
+        let mut marks = Marks::new(&self.ctx);
+        mark(&mut marks, "start", &self.copy)?;
+        let blocks = column_blocks(&d);
+        let width = n >> pass_degrees(d.log_n)[0];
+        let up_a = match blocks {
+            0 => upload(&self.copy, a, &mut bufs.a, 0)?,
+            _ => upload_columns(&self.copy, a, &mut bufs.a, width, blocks)?,
+        };
+        mark(&mut marks, "a_up", &self.copy)?;
+        let up_b = upload(&self.copy, b, &mut bufs.b, 0)?;
+        mark(&mut marks, "b_up", &self.copy)?;
+        let ups = [up_a, up_b, upload(&self.copy, c, &mut bufs.c, 0)?];
+        let ran = mark(&mut marks, "uploaded", &self.copy)
+            .and_then(|()| self.first_pass_by_blocks(&d, bufs, &ups[0], blocks))
+            .and_then(|()| wait(self, &ups[0]))
+            .and_then(|()| self.to_coset(&d, &mut bufs.a, &mut bufs.scratch, blocks > 0))
+            .and_then(|()| mark(&mut marks, "a", &self.stream))
+            .and_then(|()| wait(self, &ups[1]))
+            .and_then(|()| self.to_coset(&d, &mut bufs.b, &mut bufs.scratch, false))
+            .and_then(|()| mark(&mut marks, "b", &self.stream))
+            .and_then(|()| wait(self, &ups[2]))
+            .and_then(|()| self.finish(&d, bufs, &mut marks));
+        // On every path: the copies and kernels end before anything can go.
+        let copied = self.copy.synchronize();
+        let waited = self.stream.synchronize();
+        ran?;
+        copied?;
+        waited?;
+        let [ua, ub, uc] = ups;
+        let hosts = [ua.wait()?, ub.wait()?, uc.wait()?];
+        if let Some(m) = marks {
+            tracing::debug!(blocks, "ntt.h_step_pinned: a uploaded in column blocks");
+            m.log("ntt.h_step_pinned")?;
+        }
+        Ok(hosts)
+    }
+
+    /// The first inverse pass of a, block by block as its columns arrive (none when `blocks`
+    /// is 0), into the scratch buffer.
+    fn first_pass_by_blocks<H>(
+        &self,
+        d: &Domain,
+        bufs: &mut HStepBuffers,
+        up: &InFlight<H>,
+        blocks: usize,
+    ) -> Result<(), NttError> {
+        if blocks == 0 {
+            return Ok(());
+        }
+        let w = self.root_tables(d, true)?;
+        let deg = pass_degrees(d.log_n)[0];
+        let cols = (d.size() >> deg) / blocks;
+        for i in 0..blocks {
+            let e = up
+                .block_event(i)
+                .ok_or(zkpipe_stream::Error::AlreadyTaken)?;
+            self.stream.wait(e)?;
+            let (x, y) = (&bufs.a, &mut bufs.scratch);
+            self.k
+                .first_pass_columns(&self.stream, x, y, &w, d.log_n, deg, i * cols, cols)?;
+        }
+        Ok(())
+    }
+
+    /// Evaluations on H to evaluations on the coset g·H, fused: inverse passes, one scaling by
+    /// g^i / n, forward passes. With `first_done`, the inverse's first pass is already in
+    /// `scratch`.
+    fn to_coset(
+        &self,
+        d: &Domain,
+        v: &mut DeviceBuffer<Fr>,
+        scratch: &mut DeviceBuffer<Fr>,
+        first_done: bool,
+    ) -> Result<(), NttError> {
+        let g = self.shift_tables(d, coset_generator(), d.n_inv)?;
+        let scaled = Fused::scaled(ScaleAt::Output(&g));
+        self.passes_from(d, v, scratch, true, scaled, first_done)?;
+        self.passes(d, v, scratch, false, Fused::default())
+    }
+
+    /// The H step once a and b are on the coset: c's inverse transform, over Z, then the final
+    /// transform (enqueued, not waited for).
+    fn finish(
+        &self,
+        d: &Domain,
+        bufs: &mut HStepBuffers,
+        marks: &mut Option<Marks>,
+    ) -> Result<(), NttError> {
+        let g = coset_generator();
+        let scale = d.n_inv * vanishing_inverse_on_coset(d, g);
+        let g_inv = g.invert().unwrap_or(Scalar::ZERO);
+        let over_z = self.shift_tables(d, Scalar::ONE, scale)?;
+        let from_coset = self.shift_tables(d, g_inv, scale)?;
+        // C/Z: c's coefficients, each times 1/(n·Z).
+        let c_over_z = Fused::scaled(ScaleAt::Output(&over_z));
+        self.passes(d, &mut bufs.c, &mut bufs.scratch, true, c_over_z)?;
+        mark(marks, "c", &self.stream)?;
+        // h = (a·b on the coset, interpolated: times g^-e/(n·Z)) - C/Z.
+        let last = Fused {
+            scale: Some(ScaleAt::Output(&from_coset)),
+            input_times: Some(&bufs.b),
+            output_minus: Some(&bufs.c),
+        };
+        self.passes(d, &mut bufs.a, &mut bufs.scratch, true, last)?;
+        mark(marks, "h", &self.stream)
+    }
+}
+
+/// Makes the NTT stream wait for a copy.
+fn wait<H>(ntt: &CudaNtt, up: &InFlight<H>) -> Result<(), NttError> {
+    let e = up.event().ok_or(zkpipe_stream::Error::AlreadyTaken)?;
+    Ok(ntt.stream.wait(e)?)
+}
+
+/// The column blocks a's upload is cut into by [`CudaNtt::h_step_pinned_into`], so that the
+/// first pass of its inverse transform runs block by block while the rest arrives: 8, or
+/// `ZKPIPE_H_COLUMNS` (0: one plain copy); none when the transform has a single pass (whose
+/// output is scaled) or its rows are not a multiple of the blocks. On the H200 at 2^27, 8
+/// blocks took the step from pinned memory from 422 to 415 ms.
+fn column_blocks(d: &Domain) -> usize {
+    let blocks = std::env::var("ZKPIPE_H_COLUMNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(8usize);
+    let degs = pass_degrees(d.log_n);
+    let width = d.size() >> degs[0];
+    if degs.len() < 2 || blocks == 0 || !width.is_multiple_of(blocks) {
+        return 0;
+    }
+    blocks
+}
