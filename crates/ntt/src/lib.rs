@@ -16,6 +16,28 @@
 //! assert_eq!(v, original);
 //! # Ok::<(), zkpipe_ntt::NttError>(())
 //! ```
+//!
+//! The H step on the GPU from pinned host memory, the uploads overlapped with the transforms,
+//! into device buffers kept from one step to the next (nothing allocated or freed per step;
+//! [`CudaNtt::h_step_pinned`] allocates per call instead):
+//!
+//! ```no_run
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let ctx = zkpipe_cuda::Context::new(0)?;
+//! # let n = 1usize << 20;
+//! # let pin = || zkpipe_pinned::PinnedBuffer::<zkpipe_field::Fr>::new(&ctx, n);
+//! # let (mut a, mut b, mut c) = (pin()?, pin()?, pin()?);
+//! let ntt = zkpipe_ntt::CudaNtt::new(&ctx)?;
+//! let mut bufs = ntt.h_step_buffers(n)?; // four vectors of n on the device
+//! for _proof in 0..3 {
+//!     // ... a, b, c: this proof's evaluations on the domain, in pinned memory
+//!     [a, b, c] = ntt.h_step_pinned_into(&mut bufs, a, b, c)?;
+//!     let h = bufs.h(); // h's n - 1 coefficients (and a zero), on the device
+//!     # let _ = h;
+//! }
+//! # Ok(())
+//! # }
+//! ```
 
 mod cpu;
 mod cuda;
