@@ -257,7 +257,6 @@ KERNEL void msm_task_keys(const uint* __restrict__ counts, const uint* __restric
     out[t] = acc;                                                                               \
   }
 
-#define MSM_FP(f) FP_(f)
 #define MSM_FP2(f) FP2_(f)
 #define MSM_G1(f) G1_(f)
 #define MSM_G2(f) G2_(f)
@@ -400,7 +399,22 @@ DEVICE inline FP2 msm_fp2_double(FP2 a) { return msm_fp2_add(a, a); }
     r.z = F(mul)(a.zz, a.zzz);                                                                 \
     return r;                                                                                  \
   }
-MSM_XYZZ(g1, G1_AFFINE, G1_JACOBIAN, MSM_G1, MSM_FP, FP)
+// G1's bucket additions multiply by zkpipe's CIOS (zk_fp_mul_cios), called rather than
+// inlined; the rest of their Fp arithmetic is ec-gpu-gen's. On the H200 (run 7, alternated):
+// 2^22 38.4–38.7 ms and 2^24 134.9–136.9, against 39.5–40.4 and 140.1–140.7 with ec-gpu-gen's
+// multiplication, and 38.8–40.0 and 139.6–140.0 with the CIOS inlined (more spills).
+__noinline__ DEVICE FP msm_fp_mul_cios_call(FP a, FP b) { return zk_fp_mul_cios(a, b); }
+#define MSM_FPC_ZERO FP_(ZERO)
+#define MSM_FPC_ONE FP_(ONE)
+#define MSM_FPC_eq FP_(eq)
+#define MSM_FPC_add FP_(add)
+#define MSM_FPC_sub FP_(sub)
+#define MSM_FPC_double FP_(double)
+#define MSM_FPC_mul msm_fp_mul_cios_call
+#define MSM_FPC_sqr(x) msm_fp_mul_cios_call(x, x)
+// Fp operations of G1's bucket additions (C: the called CIOS multiplication).
+#define MSM_FPC(f) MSM_FPC_##f
+MSM_XYZZ(g1, G1_AFFINE, G1_JACOBIAN, MSM_G1, MSM_FPC, FP)
 MSM_XYZZ(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, MSM_FP2Z, FP2)
 
 // The bucket loop adds in XYZZ coordinates (above): 2^24 G1 141.8–143.6 ms instead of 160.6,
@@ -412,5 +426,5 @@ MSM_XYZZ(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, MSM_FP2Z, FP2)
 // few spills. G2's needs its 255 registers.
 #define MSM_LAUNCH_G1 __launch_bounds__(256, 2)
 #define MSM_LAUNCH_G2
-MSM_CURVE(g1, G1_AFFINE, G1_JACOBIAN, MSM_G1, MSM_FP, FP, MSM_LAUNCH_G1)
+MSM_CURVE(g1, G1_AFFINE, G1_JACOBIAN, MSM_G1, MSM_FPC, FP, MSM_LAUNCH_G1)
 MSM_CURVE(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, MSM_FP2Z, FP2, MSM_LAUNCH_G2)
