@@ -419,7 +419,7 @@ MSM_XYZZ(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, MSM_FP2Z, FP2)
 
 // The bucket loop adds in XYZZ coordinates (above): 2^24 G1 141.8–143.6 ms instead of 160.6,
 // G2 2^22 125.8–126.5 instead of 143.6 on the H200. G1's additions over inlined Fp
-// arithmetic; G2's over the Fp2 arithmetic above (ec-gpu-gen's Fp2 spilled; its Jacobian madd
+// arithmetic but the called CIOS multiplication; G2's over the Fp2 arithmetic above (ec-gpu-gen's Fp2 spilled; its Jacobian madd
 // inlined in the loop had made 2^22 240 ms).
 // G1's bucket kernel held to 128 registers, two 256-thread blocks an SM (it used 158, one
 // block): 2^22 51.4 ms instead of 54.9, 2^24 173.4 instead of 187.3 on the H200, despite a
