@@ -211,7 +211,7 @@ impl CudaNtt {
                     .pass(&self.stream, data, scratch, &w, d.log_n, lgp, deg, &f)?;
             } else if f.scale.is_some() || f.input_times.is_some() || f.output_minus.is_some() {
                 return Err(NttError::ScalePlacement {
-                    what: "first pass already done",
+                    what: "input work of a first pass done beforehand",
                     lgp,
                     deg,
                     log_n: d.log_n,

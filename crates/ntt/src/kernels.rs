@@ -210,8 +210,8 @@ impl NttKernels {
             None => (w, 0u32),
             Some(ScaleAt::Input(t)) if first => (t, 1u32),
             Some(ScaleAt::Output(t)) if last => (t, 2u32),
-            Some(ScaleAt::Input(_)) => return Err(misplaced("input")),
-            Some(ScaleAt::Output(_)) => return Err(misplaced("output")),
+            Some(ScaleAt::Input(_)) => return Err(misplaced("input scaling")),
+            Some(ScaleAt::Output(_)) => return Err(misplaced("output scaling")),
         };
         check_tables(st, log_n)?;
         // Vectors too: the kernel reads them at every index below n. A null pointer is never

@@ -136,9 +136,10 @@ pub enum NttError {
     /// A device buffer too small for the transform.
     #[error("device buffer of {len} elements is too small for {needed}")]
     BufferTooSmall { len: usize, needed: usize },
-    /// A pass asked to scale its input without being the first pass (lgp = 0), or its output
-    /// without being the last (lgp + deg = log_n).
-    #[error("a pass of 2^{deg} at stride 2^{lgp} over 2^{log_n} cannot scale its {what}: only the first pass scales its input, only the last its output")]
+    /// A pass asked to work on its input (a scaling, a product) without being the first pass
+    /// (lgp = 0), or on its output (a scaling, a subtraction) without being the last
+    /// (lgp + deg = log_n).
+    #[error("a pass of 2^{deg} at stride 2^{lgp} over 2^{log_n} cannot apply the {what}: only the first pass works on its input, only the last on its output")]
     ScalePlacement {
         what: &'static str,
         lgp: u32,

@@ -295,8 +295,8 @@ fn gpu_bad_input_is_an_error() {
     let x = DeviceBuffer::<Fr>::alloc(&ctx, 1024).unwrap();
     let mut y = DeviceBuffer::<Fr>::alloc(&ctx, 1024).unwrap();
     for (lgp, at, what) in [
-        (5, ScaleAt::Input(&w), "input"),
-        (0, ScaleAt::Output(&w), "output"),
+        (5, ScaleAt::Input(&w), "input scaling"),
+        (0, ScaleAt::Output(&w), "output scaling"),
     ] {
         let err = k
             .pass(&s, &x, &mut y, &w, 10, lgp, 5, &Fused::scaled(at))
