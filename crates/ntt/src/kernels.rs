@@ -139,6 +139,43 @@ fn check_tables(t: &PowerTables, log_n: u32) -> Result<(), NttError> {
 
 const BLOCK: u32 = 256;
 
+/// The checks of a pass of 2^deg at stride 2^lgp over 2^log_n from `x` to `y` with the root
+/// tables `w`: returns n and the full table's pointer (0 when the pass uses the two-level
+/// tables: a full table serves only the transform of its own size, its half being n/2).
+fn check_pass(
+    x: &DeviceBuffer<Fr>,
+    y: &DeviceBuffer<Fr>,
+    w: &PowerTables,
+    log_n: u32,
+    lgp: u32,
+    deg: u32,
+) -> Result<(usize, u64), NttError> {
+    if log_n > crate::MAX_LOG_N {
+        return Err(NttError::DomainSize {
+            log_n,
+            max: crate::MAX_LOG_N,
+        });
+    }
+    let n = 1usize << log_n;
+    check_len(x.len(), n)?;
+    check_len(y.len(), n)?;
+    check_tables(w, log_n)?;
+    let full = match &w.full {
+        Some(f) if w.log_n == log_n => {
+            check_len(f.len(), n / 2)?;
+            f.device_ptr()
+        }
+        _ => 0,
+    };
+    if deg == 0 || deg > MAX_DEG || lgp + deg > log_n {
+        return Err(NttError::DomainSize {
+            log_n: lgp + deg,
+            max: log_n,
+        });
+    }
+    Ok((n, full))
+}
+
 impl NttKernels {
     /// Loads the kernels on `ctx`'s device.
     pub fn load(ctx: &Arc<Context>) -> Result<Self, NttError> {
@@ -174,30 +211,7 @@ impl NttKernels {
         deg: u32,
         fused: &Fused<'_>,
     ) -> Result<(), NttError> {
-        if log_n > crate::MAX_LOG_N {
-            return Err(NttError::DomainSize {
-                log_n,
-                max: crate::MAX_LOG_N,
-            });
-        }
-        let n = 1usize << log_n;
-        check_len(x.len(), n)?;
-        check_len(y.len(), n)?;
-        check_tables(w, log_n)?;
-        // A full table serves only the transform of its own size (its half is n/2).
-        let full = match &w.full {
-            Some(f) if w.log_n == log_n => {
-                check_len(f.len(), n / 2)?;
-                f.device_ptr()
-            }
-            _ => 0,
-        };
-        if deg == 0 || deg > MAX_DEG || lgp + deg > log_n {
-            return Err(NttError::DomainSize {
-                log_n: lgp + deg,
-                max: log_n,
-            });
-        }
+        let (n, full) = check_pass(x, y, w, log_n, lgp, deg)?;
         let misplaced = |what| NttError::ScalePlacement {
             what,
             lgp,
@@ -286,22 +300,8 @@ impl NttKernels {
         col: usize,
         cols: usize,
     ) -> Result<(), NttError> {
-        if log_n > crate::MAX_LOG_N {
-            return Err(NttError::DomainSize {
-                log_n,
-                max: crate::MAX_LOG_N,
-            });
-        }
-        if deg == 0 || deg > MAX_DEG || deg > log_n {
-            return Err(NttError::DomainSize {
-                log_n: deg,
-                max: log_n,
-            });
-        }
-        let n = 1usize << log_n;
-        check_len(x.len(), n)?;
-        check_len(y.len(), n)?;
-        check_tables(w, log_n)?;
+        let lgp = 0u32;
+        let (n, full) = check_pass(x, y, w, log_n, lgp, deg)?;
         let width = n >> deg;
         if col.checked_add(cols).is_none_or(|end| end > width) {
             return Err(NttError::BufferTooSmall {
@@ -312,19 +312,11 @@ impl NttKernels {
         if cols == 0 {
             return Ok(());
         }
-        let full = match &w.full {
-            Some(f) if w.log_n == log_n => {
-                check_len(f.len(), n / 2)?;
-                f.device_ptr()
-            }
-            _ => 0,
-        };
         let fr = std::mem::size_of::<Fr>() as u64;
         // Block b of the pass reads x[b + i·width] and (lgp = 0) writes y[(b << deg) + j]:
         // starting both buffers at column `col` makes block b' do block col + b'.
         let xc = x.device_ptr() + col as u64 * fr;
         let yc = y.device_ptr() + ((col as u64) << deg) * fr;
-        let lgp = 0u32;
         let counth = 1u32 << (deg - 1);
         let cfg = LaunchConfig {
             grid: (cols as u32, 1, 1),
