@@ -139,6 +139,25 @@ fn check_tables(t: &PowerTables, log_n: u32) -> Result<(), NttError> {
 
 const BLOCK: u32 = 256;
 
+/// A domain of 2^log_n within the limit, and `x` and `y` of at least 2^log_n elements:
+/// returns n.
+fn check_vectors(
+    x: &DeviceBuffer<Fr>,
+    y: &DeviceBuffer<Fr>,
+    log_n: u32,
+) -> Result<usize, NttError> {
+    if log_n > crate::MAX_LOG_N {
+        return Err(NttError::DomainSize {
+            log_n,
+            max: crate::MAX_LOG_N,
+        });
+    }
+    let n = 1usize << log_n;
+    check_len(x.len(), n)?;
+    check_len(y.len(), n)?;
+    Ok(n)
+}
+
 /// The checks of a pass of 2^deg at stride 2^lgp over 2^log_n from `x` to `y` with the root
 /// tables `w`: returns n and the full table's pointer (0 when the pass uses the two-level
 /// tables: a full table serves only the transform of its own size, its half being n/2).
@@ -150,15 +169,7 @@ fn check_pass(
     lgp: u32,
     deg: u32,
 ) -> Result<(usize, u64), NttError> {
-    if log_n > crate::MAX_LOG_N {
-        return Err(NttError::DomainSize {
-            log_n,
-            max: crate::MAX_LOG_N,
-        });
-    }
-    let n = 1usize << log_n;
-    check_len(x.len(), n)?;
-    check_len(y.len(), n)?;
+    let n = check_vectors(x, y, log_n)?;
     check_tables(w, log_n)?;
     let full = match &w.full {
         Some(f) if w.log_n == log_n => {
@@ -371,15 +382,7 @@ impl NttKernels {
         y: &mut DeviceBuffer<Fr>,
         log_n: u32,
     ) -> Result<(), NttError> {
-        if log_n > crate::MAX_LOG_N {
-            return Err(NttError::DomainSize {
-                log_n,
-                max: crate::MAX_LOG_N,
-            });
-        }
-        let n = 1usize << log_n;
-        check_len(x.len(), n)?;
-        check_len(y.len(), n)?;
+        let n = check_vectors(x, y, log_n)?;
         // SAFETY: both buffers hold n elements; one thread per element.
         unsafe {
             self.bit_reverse
