@@ -9,7 +9,10 @@ use zkpipe_cuda::{Context, DeviceBuffer};
 use zkpipe_field::{cast, Exponent};
 use zkpipe_msm::kernels::EcGpuGenMultiexp;
 use zkpipe_msm::testgen::{booleans, g1_points, g2_points, scalars};
-use zkpipe_msm::{Bases, CpuMsm, CudaMsm, GpuCurve, Msm, ScalarKind, StreamOptions, G1, G2};
+use zkpipe_msm::{
+    BaseSource, Bases, CpuMsm, CudaMsm, Density, GpuCurve, Msm, ScalarKind, SplitQuery,
+    SplitScalars, StreamOptions, G1, G2,
+};
 use zkpipe_pinned::PinnedBuffer;
 use zkpipe_stream::Pinned;
 
@@ -58,6 +61,30 @@ fn streamed<C: GpuCurve>(
     })
 }
 
+/// The split MSM (ones summed, the tail through Pippenger) of `s` over resident bases, as an
+/// engine runs it: the host split (timed apart), the upload of the tail and bitmaps, then a
+/// batch of one MSM. Returns (median ms on the GPU side, host split ms, result).
+fn split<C: GpuCurve>(
+    gpu: &CudaMsm,
+    bases: &zkpipe_msm::DeviceBases<C>,
+    s: &[blstrs::Scalar],
+    runs: usize,
+) -> BenchResult<(f64, f64, C::Projective)> {
+    let t = Instant::now();
+    let split = std::sync::Arc::new(SplitScalars::of(s)?);
+    let split_ms = t.elapsed().as_secs_f64() * 1e3;
+    let query = SplitQuery::new(&split, &Density::all(s.len()))?;
+    let chunk = split.tail().len().max(32);
+    let dev_split = gpu.upload_split(split)?;
+    let dev_query = gpu.upload_query(query)?;
+    let (ms, r) = time(runs, || {
+        let mut batch = gpu.batch::<C>(chunk)?;
+        let t = batch.split(BaseSource::Resident(bases), &dev_split, &dev_query)?;
+        Ok(batch.finish()?.sum(t)?)
+    })?;
+    Ok((ms, split_ms, r))
+}
+
 pub fn run(a: &Args) -> BenchResult<Report> {
     let ctx = Context::new(0)?;
     let gpu = CudaMsm::new(&ctx)?;
@@ -78,7 +105,7 @@ pub fn run(a: &Args) -> BenchResult<Report> {
         None => "bases and scalars on the device".to_string(),
     };
     let mut table = format!(
-        "MSM {curve} on {}, {} scalars, {mode}; median of {runs} runs (host-timed, synchronous)\n| size | zkpipe ms | streamed ms | streamed / resident | ec-gpu-gen ms (best window) | ec-gpu-gen / zkpipe | blst CPU ms ({} threads) | all equal |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n",
+        "MSM {curve} on {}, {} scalars, {mode}; median of {runs} runs (host-timed, synchronous)\n| size | zkpipe ms | split MSM ms (mixed only) | streamed ms | streamed / resident | ec-gpu-gen ms (best window) | ec-gpu-gen / zkpipe | blst CPU ms ({} threads) | all equal |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
         ctx.info().name,
         if boolean {
             "0/1 (half set)"
@@ -101,13 +128,21 @@ pub fn run(a: &Args) -> BenchResult<Report> {
             scalars(n, u64::from(k))
         };
         let ds = DeviceBuffer::from_host(&ctx, cast::scalars_as_fr(&s))?;
-        let (ours_ms, streamed_ms, theirs_best, cpu, equal) = if curve == "g2" {
+        let (ours_ms, streamed_ms, theirs_best, cpu, equal, split_ms) = if curve == "g2" {
             let b = Bases::new_unchecked(g2_points(n, u64::from(k) ^ 99));
             eprintln!("2^{k}: inputs in {:.1} s", t.elapsed().as_secs_f64());
             let db = gpu.upload_bases::<G2>(&b)?;
             let (ms, r) = time(runs, || Ok(gpu.msm_device::<G2>(&db, &ds, kind)?))?;
-            drop(db);
             let mut equal = true;
+            let sp = match a.mixed {
+                true => {
+                    let (t, host_ms, sr) = split::<G2>(&gpu, &db, &s, runs)?;
+                    equal &= sr == r;
+                    Some((t, host_ms))
+                }
+                false => None,
+            };
+            drop(db);
             let st = match &sopts {
                 Some(o) => {
                     let view = cast::g2_affine_as_gpu(b.points());
@@ -119,16 +154,24 @@ pub fn run(a: &Args) -> BenchResult<Report> {
             };
             let cpu = cpu_time(k <= a.cpu_max, || CpuMsm::new().g2(&b, &s, None))?;
             equal &= cpu.as_ref().is_none_or(|(_, c)| *c == r);
-            (ms, st, None, cpu.map(|c| c.0), equal)
+            (ms, st, None, cpu.map(|c| c.0), equal, sp)
         } else {
             let b = Bases::new_unchecked(g1_points(n, u64::from(k) ^ 99));
             eprintln!("2^{k}: inputs in {:.1} s", t.elapsed().as_secs_f64());
             let db = gpu.upload_bases::<G1>(&b)?;
             let (ms, r) = time(runs, || Ok(gpu.msm_device::<G1>(&db, &ds, kind)?))?;
+            let mut equal = true;
+            let sp = match a.mixed {
+                true => {
+                    let (t, host_ms, sr) = split::<G1>(&gpu, &db, &s, runs)?;
+                    equal &= sr == r;
+                    Some((t, host_ms))
+                }
+                false => None,
+            };
             let exps: Vec<Exponent> = s.par_iter().map(|x| Exponent::from(*x)).collect();
             let de = DeviceBuffer::from_host(&ctx, &exps)?;
             let mut best: Option<(f64, u32)> = None;
-            let mut equal = true;
             for &w in &a.ec_windows {
                 let (t_ms, their) = time(runs.min(3), || {
                     Ok(theirs.multiexp(CudaMsm::bases_buffer::<G1>(&db), &de, w)?)
@@ -150,17 +193,20 @@ pub fn run(a: &Args) -> BenchResult<Report> {
             };
             let cpu = cpu_time(k <= a.cpu_max, || CpuMsm::new().g1(&b, &s, None))?;
             equal &= cpu.as_ref().is_none_or(|(_, c)| *c == r);
-            (ms, st, best, cpu.map(|c| c.0), equal)
+            (ms, st, best, cpu.map(|c| c.0), equal, sp)
         };
         let their = theirs_best.map_or("-".to_string(), |(t, w)| format!("{t:.1} (w={w})"));
         let ratio = theirs_best.map_or("-".to_string(), |(t, _)| format!("{:.2}", t / ours_ms));
         let cpu_s = cpu.map_or("-".to_string(), |c| format!("{c:.1}"));
         let st_s = streamed_ms.map_or("-".to_string(), |t| format!("{t:.1}"));
         let st_r = streamed_ms.map_or("-".to_string(), |t| format!("{:.2}", t / ours_ms));
+        let sp_s = split_ms.map_or("-".to_string(), |(t, h)| {
+            format!("{t:.1} (host split {h:.0})")
+        });
         table.push_str(&format!(
-            "| 2^{k} | {ours_ms:.1} | {st_s} | {st_r} | {their} | {ratio} | {cpu_s} | {equal} |\n"
+            "| 2^{k} | {ours_ms:.1} | {sp_s} | {st_s} | {st_r} | {their} | {ratio} | {cpu_s} | {equal} |\n"
         ));
-        rows.push(json!({"log_n": k, "zkpipe_ms": ours_ms, "streamed_ms": streamed_ms, "streamed_chunk": a.streamed_chunk, "ec_gpu_gen_ms": theirs_best.map(|b| b.0), "ec_gpu_gen_window": theirs_best.map(|b| b.1), "cpu_ms": cpu, "equal": equal}));
+        rows.push(json!({"log_n": k, "zkpipe_ms": ours_ms, "split_ms": split_ms.map(|s| s.0), "host_split_ms": split_ms.map(|s| s.1), "streamed_ms": streamed_ms, "streamed_chunk": a.streamed_chunk, "ec_gpu_gen_ms": theirs_best.map(|b| b.0), "ec_gpu_gen_window": theirs_best.map(|b| b.1), "cpu_ms": cpu, "equal": equal}));
         if !equal {
             return Err(format!("2^{k}: results differ between implementations").into());
         }

@@ -14,14 +14,12 @@ DEVICE inline uint msm_bits(const FR* e, uint pos, uint c) {
   return (uint)(v >> off) & ((1u << c) - 1u);
 }
 
-// One thread per scalar: the signed digits of each window. Window w of scalar i gives key
-// w * buckets + (|digit| - 1) and value i | (negative << 31) at w * n + i, or MSM_NO_KEY for a
-// zero digit. Digits lie in [-2^(c-1), 2^(c-1)]; nw * c >= 256, so the top window never carries.
-KERNEL void msm_digits(const FR* __restrict__ scalars, uint n, uint c, uint nw,
-                       uint* __restrict__ keys, uint* __restrict__ vals) {
-  const uint i = GET_GLOBAL_ID();
-  if (i >= n) return;
-  const FR e = FR_(unmont)(scalars[i]);
+// The signed digits of scalar e, written for entry i of n: window w gives key
+// w * buckets + (|digit| - 1) and value `value` | (negative << 31) at w * n + i, or MSM_NO_KEY
+// for a zero digit. Digits lie in [-2^(c-1), 2^(c-1)]; nw * c >= 256, so the top window never
+// carries.
+DEVICE inline void msm_digits_of(const FR e, uint i, uint n, uint c, uint nw, uint value,
+                                 uint* __restrict__ keys, uint* __restrict__ vals) {
   const uint half = 1u << (c - 1);
   uint carry = 0;
   for (uint w = 0; w < nw; w++) {
@@ -41,9 +39,44 @@ KERNEL void msm_digits(const FR* __restrict__ scalars, uint n, uint c, uint nw,
       if (v != 0) carry = 1;  // v == 2^c: digit 0, carry 1
     } else {
       keys[at] = w * half + (mag - 1);
-      vals[at] = i | (neg << 31);
+      vals[at] = value | (neg << 31);
     }
   }
+}
+
+// One thread per scalar of scalars[lo, lo + n): its digits, with value i + v_lo (the index of
+// its base in the buffer the bucket sums read: v_lo = lo for resident bases, 0 for a chunk).
+KERNEL void msm_digits(const FR* __restrict__ scalars, uint lo, uint n, uint v_lo, uint c, uint nw,
+                       uint* __restrict__ keys, uint* __restrict__ vals) {
+  const uint i = GET_GLOBAL_ID();
+  if (i >= n) return;
+  msm_digits_of(FR_(unmont)(scalars[lo + i]), i, n, c, nw, i + v_lo, keys, vals);
+}
+
+// The rank of variable v among the variables a density bitmap selects: prefix[w] counts the
+// selected variables of the words before w.
+DEVICE inline uint msm_rank(const uint* __restrict__ density, const uint* __restrict__ prefix, uint v) {
+  const uint w = v >> 5;
+  return prefix[w] + __popc(density[w] & ((1u << (v & 31u)) - 1u));
+}
+
+// The tail of a split MSM (scalars other than 0 and 1), entries [lo, lo + n): entry j is
+// variable index[j] with scalar tail[j]. A variable the density leaves out gets no key; a
+// selected one gets its digits with value (its rank) - b_lo, the base's place in the buffer
+// holding bases [b_lo, ...).
+KERNEL void msm_digits_tail(const FR* __restrict__ tail, const uint* __restrict__ index,
+                            const uint* __restrict__ density, const uint* __restrict__ prefix,
+                            uint lo, uint n, uint b_lo, uint c, uint nw,
+                            uint* __restrict__ keys, uint* __restrict__ vals) {
+  const uint i = GET_GLOBAL_ID();
+  if (i >= n) return;
+  const uint v = index[lo + i];
+  if (((density[v >> 5] >> (v & 31u)) & 1u) == 0u) {
+    for (uint w = 0; w < nw; w++) keys[(size_t)w * n + i] = MSM_NO_KEY;
+    return;
+  }
+  const uint base = msm_rank(density, prefix, v) - b_lo;
+  msm_digits_of(FR_(unmont)(tail[lo + i]), i, n, c, nw, base, keys, vals);
 }
 
 // counts[key] += 1 for every valid key.
@@ -257,6 +290,47 @@ KERNEL void msm_task_keys(const uint* __restrict__ counts, const uint* __restric
     out[t] = acc;                                                                               \
   }
 
+// The 0/1 part of a split MSM, for one curve: the sum of the bases of the variables in words
+// [w_lo, w_hi) that are selected (density) and equal to one. sel = ones & density, and
+// sel_prefix[w] counts sel's bits before word w, so the ones are numbered and each thread
+// takes an equal run of them: partial[t] += the sum of its run. Bases hold [b_lo, ...).
+#define MSM_ONES(NAME, AFF, JAC, F, FT, LAUNCH)                                                 \
+  KERNEL void LAUNCH msm_ones_##NAME(const AFF* __restrict__ bases, const uint* __restrict__ density, \
+                              const uint* __restrict__ prefix, const uint* __restrict__ sel,   \
+                              const uint* __restrict__ sel_prefix, uint w_lo, uint w_hi,       \
+                              uint b_lo, JAC* __restrict__ partial, uint threads) {            \
+    const uint t = GET_GLOBAL_ID();                                                             \
+    if (t >= threads) return;                                                                   \
+    const uint first = sel_prefix[w_lo];                                                        \
+    const uint total = sel_prefix[w_hi] - first;                                                \
+    const uint per = (total + threads - 1u) / threads;                                          \
+    uint k = first + t * per;                                                                   \
+    const uint end = min(k + per, first + total);                                               \
+    if (per == 0u || k >= end) return;                                                          \
+    /* The word holding one number k: the last w with sel_prefix[w] <= k. */                    \
+    uint lo = w_lo, hi = w_hi;                                                                  \
+    while (hi - lo > 1u) {                                                                      \
+      const uint mid = (lo + hi) / 2u;                                                          \
+      if (sel_prefix[mid] <= k) lo = mid; else hi = mid;                                        \
+    }                                                                                           \
+    uint w = lo;                                                                                \
+    uint bits = sel[w];                                                                         \
+    for (uint skip = k - sel_prefix[w]; skip > 0u; skip--) bits &= bits - 1u;                  \
+    const FT zero = F(ZERO);                                                                    \
+    msm_xyzz_##NAME acc = msm_xyzz_zero_##NAME();                                               \
+    while (k < end) {                                                                           \
+      while (bits == 0u) bits = sel[++w];                                                       \
+      const uint b = __ffs(bits) - 1u;                                                          \
+      bits &= bits - 1u;                                                                        \
+      const uint idx = prefix[w] + __popc(density[w] & ((1u << b) - 1u)) - b_lo;               \
+      const AFF p = bases[idx];                                                                 \
+      k++;                                                                                      \
+      if (F(eq)(p.x, zero) && F(eq)(p.y, zero)) continue; /* the identity */                   \
+      acc = msm_xyzz_madd_##NAME(acc, p);                                                       \
+    }                                                                                           \
+    partial[t] = msm_add_##NAME(partial[t], msm_xyzz_to_jac_##NAME(acc));                       \
+  }
+
 #define MSM_FP2(f) FP2_(f)
 #define MSM_G1(f) G1_(f)
 #define MSM_G2(f) G2_(f)
@@ -428,3 +502,5 @@ MSM_XYZZ(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, MSM_FP2Z, FP2)
 #define MSM_LAUNCH_G2
 MSM_CURVE(g1, G1_AFFINE, G1_JACOBIAN, MSM_G1, MSM_FPC, FP, MSM_LAUNCH_G1)
 MSM_CURVE(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, MSM_FP2Z, FP2, MSM_LAUNCH_G2)
+MSM_ONES(g1, G1_AFFINE, G1_JACOBIAN, MSM_FPC, FP, MSM_LAUNCH_G1)
+MSM_ONES(g2, G2_AFFINE, G2_JACOBIAN, MSM_FP2Z, FP2, MSM_LAUNCH_G2)

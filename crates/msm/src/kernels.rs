@@ -33,12 +33,14 @@ pub struct CurveKernels {
     task_reduce: Function,
     segments: Function,
     boolean: Function,
+    ones: Function,
 }
 
 /// The MSM kernels of one device.
 #[derive(Debug)]
 pub struct MsmKernels {
     digits: Function,
+    digits_tail: Function,
     histogram: Function,
     scan_tiles: Function,
     scan_top: Function,
@@ -65,6 +67,34 @@ pub fn scan_tiles(total: usize) -> usize {
 fn need(what: &'static str, len: usize, needed: usize) -> Result<(), CudaError> {
     if len < needed {
         return Err(CudaError::BufferTooSmall { what, len, needed });
+    }
+    Ok(())
+}
+
+/// A density bitmap on the device: its words, and for each word the number of selected
+/// variables before it (one entry more than the words).
+pub type DensityMap<'a> = (&'a DeviceBuffer<u32>, &'a DeviceBuffer<u32>);
+
+/// An index or count that the kernels take as a 32-bit integer.
+fn index32(n: usize) -> Result<u32, CudaError> {
+    u32::try_from(n).map_err(|_| CudaError::TooLarge { n })
+}
+
+/// The outputs of a digits kernel over n scalars.
+fn check_digit_outputs(
+    n: usize,
+    (c, nw): (u32, u32),
+    keys: &DeviceBuffer<u32>,
+    vals: &DeviceBuffer<u32>,
+) -> Result<(), CudaError> {
+    let m = n * nw as usize;
+    need("keys", keys.len(), m)?;
+    need("values", vals.len(), m)?;
+    if !(2..=24).contains(&c) || nw * c < 256 {
+        return Err(CudaError::Window { c, nw });
+    }
+    if n >= 1 << 31 {
+        return Err(CudaError::TooLarge { n });
     }
     Ok(())
 }
@@ -103,10 +133,12 @@ impl MsmKernels {
                 task_reduce: m.function(&format!("msm_task_reduce_{name}"))?,
                 segments: m.function(&format!("msm_segments_{name}"))?,
                 boolean: m.function(&format!("msm_boolean_{name}"))?,
+                ones: m.function(&format!("msm_ones_{name}"))?,
             })
         };
         Ok(Self {
             digits: m.function("msm_digits")?,
+            digits_tail: m.function("msm_digits_tail")?,
             histogram: m.function("msm_histogram")?,
             scan_tiles: m.function("msm_scan_tiles")?,
             scan_top: m.function("msm_scan_top")?,
@@ -119,33 +151,74 @@ impl MsmKernels {
         })
     }
 
-    /// Signed-digit keys and values of `nw` windows of `c` bits for each scalar.
+    /// Signed-digit keys and values of `nw` windows of `c` bits for each scalar of
+    /// `scalars[lo..lo + n]`; scalar `lo + i` gets the value `i + v_lo` (the index of its base
+    /// in the buffer the bucket sums read, of `bases` points).
     #[allow(clippy::too_many_arguments)]
     pub fn digits(
         &self,
         s: &Stream,
         scalars: &DeviceBuffer<Fr>,
-        n: usize,
-        c: u32,
-        nw: u32,
+        (lo, n): (usize, usize),
+        (v_lo, bases): (usize, usize),
+        (c, nw): (u32, u32),
         keys: &mut DeviceBuffer<u32>,
         vals: &mut DeviceBuffer<u32>,
     ) -> Result<(), CudaError> {
-        need("scalars", scalars.len(), n)?;
-        let m = n * nw as usize;
-        need("keys", keys.len(), m)?;
-        need("values", vals.len(), m)?;
-        if !(2..=24).contains(&c) || nw * c < 256 {
-            return Err(CudaError::Window { c, nw });
-        }
-        let n32 = u32::try_from(n).map_err(|_| CudaError::TooLarge { n })?;
-        if n32 >= 1 << 31 {
-            return Err(CudaError::TooLarge { n });
-        }
-        // SAFETY: one thread per scalar; thread i writes keys/vals at w * n + i < nw * n (checked).
+        need("scalars", scalars.len(), lo + n)?;
+        need("bases", bases, v_lo + n)?;
+        check_digit_outputs(n, (c, nw), keys, vals)?;
+        let lo32 = index32(lo + n).map(|_| lo as u32)?;
+        let n32 = index32(n)?;
+        let v32 = index32(v_lo + n).map(|_| v_lo as u32)?;
+        // SAFETY: one thread per scalar; thread i reads scalars[lo + i] < scalars.len() and
+        // writes keys/vals at w * n + i < nw * n (checked); values stay below `bases` (checked).
         unsafe {
-            self.digits
-                .launch(s, grid(n)?, &[scalars, &n32, &c, &nw, &*keys, &*vals])
+            self.digits.launch(
+                s,
+                grid(n)?,
+                &[scalars, &lo32, &n32, &v32, &c, &nw, &*keys, &*vals],
+            )
+        }?;
+        Ok(())
+    }
+
+    /// The digits of the tail entries `lo..lo + n` of a split MSM: entry j is variable
+    /// `tail.index[j]` with scalar `tail.scalars[j]`; a variable outside `map`'s density gets no
+    /// key, a selected one its digits with the value (its rank) - `b_lo`, which the caller
+    /// keeps below the bases its buffer holds ([`crate::SplitQuery::chunks`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn digits_tail(
+        &self,
+        s: &Stream,
+        tail: (&DeviceBuffer<Fr>, &DeviceBuffer<u32>),
+        map: DensityMap<'_>,
+        (lo, n): (usize, usize),
+        b_lo: usize,
+        (c, nw): (u32, u32),
+        keys: &mut DeviceBuffer<u32>,
+        vals: &mut DeviceBuffer<u32>,
+    ) -> Result<(), CudaError> {
+        let (scalars, index) = tail;
+        need("tail scalars", scalars.len(), lo + n)?;
+        need("tail indices", index.len(), lo + n)?;
+        check_digit_outputs(n, (c, nw), keys, vals)?;
+        let (density, prefix) = map;
+        need("density prefix", prefix.len(), density.len() + 1)?;
+        let lo32 = index32(lo + n).map(|_| lo as u32)?;
+        let n32 = index32(n)?;
+        let b32 = index32(b_lo)?;
+        // SAFETY: thread i < n reads tail entry lo + i (checked); the entry's variable lies in
+        // the density's words (the split was made over the same variables, as `SplitQuery`
+        // checks), and prefix holds one entry more than density. Writes stay below nw * n.
+        unsafe {
+            self.digits_tail.launch(
+                s,
+                grid(n)?,
+                &[
+                    scalars, index, density, prefix, &lo32, &n32, &b32, &c, &nw, &*keys, &*vals,
+                ],
+            )
         }?;
         Ok(())
     }
@@ -499,6 +572,60 @@ impl CurveKernels {
         unsafe {
             self.boolean
                 .launch(s, grid(threads)?, &[bases, scalars, &n32, &*out, &*flag])
+        }?;
+        Ok(())
+    }
+}
+
+impl CurveKernels {
+    /// `partial[t] +=` the sum of thread t's equal share of the bases whose variables, in
+    /// words `words` of the bitmaps, are both selected and equal to one (`sel` = ones and
+    /// density, `sel_prefix` its bits before each word). Bases hold the selected variables
+    /// from rank `b_lo` on; the caller keeps every rank in the words below `b_lo` +
+    /// `bases.len()` ([`crate::SplitQuery::chunks`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn ones<A: Pod, J: Pod>(
+        &self,
+        s: &Stream,
+        bases: &DeviceBuffer<A>,
+        map: DensityMap<'_>,
+        sel: DensityMap<'_>,
+        words: std::ops::Range<usize>,
+        b_lo: usize,
+        partial: &mut DeviceBuffer<J>,
+    ) -> Result<(), CudaError> {
+        let (density, prefix) = map;
+        let (sel, sel_prefix) = sel;
+        need("density prefix", prefix.len(), density.len() + 1)?;
+        need("selection", sel.len(), density.len())?;
+        need("selection prefix", sel_prefix.len(), density.len() + 1)?;
+        need("density words", density.len(), words.end)?;
+        if words.start >= words.end {
+            return Ok(());
+        }
+        let threads = partial.len();
+        if threads == 0 {
+            return Err(CudaError::BufferTooSmall {
+                what: "ones partials",
+                len: 0,
+                needed: 1,
+            });
+        }
+        let (lo, hi) = (index32(words.start)?, index32(words.end)?);
+        let (b32, t32) = (index32(b_lo)?, index32(threads)?);
+        // SAFETY: thread t < threads writes partial[t] only; it walks the set bits of sel in
+        // words [lo, hi), which sel_prefix numbers (both made on the host from the same
+        // bitmaps), so it reads words below hi <= density.len() and prefix entries below
+        // density.len() + 1 (checked); the ranks it reads bases at are the caller's to keep
+        // in range (see above).
+        unsafe {
+            self.ones.launch(
+                s,
+                grid_of(threads, self.task_block)?,
+                &[
+                    bases, density, prefix, sel, sel_prefix, &lo, &hi, &b32, &*partial, &t32,
+                ],
+            )
         }?;
         Ok(())
     }

@@ -13,19 +13,23 @@
 #![deny(unsafe_code)]
 
 mod bases;
+mod batch;
 mod cpu;
 mod cuda;
 mod density;
 pub mod kernels;
 mod pippenger;
+mod split;
 mod streamed;
 pub mod testgen;
 
 pub use bases::{scalars_from_le_bytes, Bases, Point};
+pub use batch::{BaseSource, DeviceQuery, DeviceSplit, MsmBatch, MsmResults, Ticket};
 pub use cpu::CpuMsm;
 pub use cuda::{CudaError, CudaMsm, DeviceBases, GpuCurve, ScalarKind, G1, G2};
 pub use density::Density;
 pub use pippenger::window_bits;
+pub use split::{SplitQuery, SplitScalars};
 pub use streamed::StreamOptions;
 
 use blstrs::Scalar;
@@ -54,6 +58,9 @@ pub enum MsmError {
     /// The device failed (the message says how).
     #[error("MSM on the device: {0}")]
     Device(String),
+    /// An assignment too long for 32-bit variable indices.
+    #[error("MSM: {len} variables; a split MSM numbers them with 32 bits (at most 2^32 - 1)")]
+    TooManyVariables { len: usize },
     /// A base point outside the prime-order subgroup.
     #[error("MSM: base {index} is not in the prime-order subgroup")]
     NotInSubgroup { index: usize },

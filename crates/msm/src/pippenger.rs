@@ -10,7 +10,7 @@ use zkpipe_cuda::{Context, DeviceBuffer, Event, Stream};
 use zkpipe_field::Fr;
 
 use crate::cuda::{CudaError, GpuCurve};
-use crate::kernels::{scan_tiles, MsmKernels};
+use crate::kernels::{scan_tiles, DensityMap, MsmKernels};
 
 /// The window width for n points.
 ///
@@ -114,6 +114,25 @@ impl Plan {
     }
 }
 
+/// Where a Pippenger's digits come from.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Digits<'a> {
+    /// Scalars `lo..lo + n` of a buffer; scalar `lo + i` reads base `v_lo + i`.
+    Dense {
+        scalars: &'a DeviceBuffer<Fr>,
+        lo: usize,
+        v_lo: usize,
+    },
+    /// Tail entries `lo..lo + n` of a split MSM (scalars, variable indices), through a query's
+    /// density; an entry reads the base of its variable's rank, minus `b_lo`.
+    Tail {
+        tail: (&'a DeviceBuffer<Fr>, &'a DeviceBuffer<u32>),
+        map: DensityMap<'a>,
+        lo: usize,
+        b_lo: usize,
+    },
+}
+
 /// Device buffers of one Pippenger run, reusable for any n up to the plan's.
 #[derive(Debug)]
 pub(crate) struct Workspace<J> {
@@ -172,6 +191,27 @@ impl<J: bytemuck::Pod> Workspace<J> {
         points_ready: Option<&Event>,
         marks: Option<&[Event; 5]>,
     ) -> Result<(), CudaError> {
+        let digits = Digits::Dense {
+            scalars,
+            lo: 0,
+            v_lo: 0,
+        };
+        self.buckets_of::<C>(k, s, bases, digits, n, accumulate, points_ready, marks)
+    }
+
+    /// As [`Workspace::buckets`], for `n` digits from `digits`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn buckets_of<C: GpuCurve<Jacobian = J>>(
+        &mut self,
+        k: &MsmKernels,
+        s: &Stream,
+        bases: &DeviceBuffer<C::GpuAffine>,
+        digits: Digits<'_>,
+        n: usize,
+        accumulate: bool,
+        points_ready: Option<&Event>,
+        marks: Option<&[Event; 5]>,
+    ) -> Result<(), CudaError> {
         let p = self.plan;
         if n > p.n {
             return Err(CudaError::BufferTooSmall {
@@ -184,7 +224,20 @@ impl<J: bytemuck::Pod> Workspace<J> {
         let total = p.total();
         mark(marks, 0, s)?;
         self.counts.zero_async(s)?;
-        k.digits(s, scalars, n, p.c, p.nw, &mut self.keys, &mut self.vals)?;
+        let window = (p.c, p.nw);
+        let (keys, vals) = (&mut self.keys, &mut self.vals);
+        match digits {
+            Digits::Dense { scalars, lo, v_lo } => {
+                let v = (v_lo, bases.len());
+                k.digits(s, scalars, (lo, n), v, window, keys, vals)?
+            }
+            Digits::Tail {
+                tail,
+                map,
+                lo,
+                b_lo,
+            } => k.digits_tail(s, tail, map, (lo, n), b_lo, window, keys, vals)?,
+        }
         mark(marks, 1, s)?;
         k.histogram(s, &self.keys, m, &mut self.counts, total)?;
         k.scan(s, &self.counts, &mut self.offsets, total, &mut self.tiles)?;
@@ -216,7 +269,7 @@ impl<J: bytemuck::Pod> Workspace<J> {
         ck.task_sums(
             s,
             bases,
-            n,
+            bases.len(),
             &self.sorted,
             &self.offsets,
             &self.counts,

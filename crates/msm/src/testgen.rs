@@ -63,3 +63,16 @@ pub fn booleans(n: usize, every: usize, seed: u64) -> Vec<Scalar> {
         })
         .collect()
 }
+
+/// `n` scalars shaped like a Filecoin witness: one in 16 random, 7 in 16 one, the rest zero.
+pub fn mixed(n: usize, seed: u64) -> Vec<Scalar> {
+    let rand = scalars(n, seed ^ 0x5a5a);
+    let mut r = ChaCha8Rng::seed_from_u64(seed);
+    rand.into_iter()
+        .map(|x| match r.next_u32() % 16 {
+            0 => x,
+            1..=7 => Scalar::ONE,
+            _ => Scalar::ZERO,
+        })
+        .collect()
+}

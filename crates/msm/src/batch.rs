@@ -1,0 +1,480 @@
+//! MSMs enqueued back to back: an [`MsmBatch`] holds one Pippenger workspace (sized for a
+//! chunk of points, so that its device memory does not grow with n) and enqueues dense MSMs
+//! and split MSMs ([`crate::SplitScalars`]) on the MSM stream without waiting for any of them.
+//! Bases are resident on the device or streamed from pinned host memory through two
+//! alternating buffers. Each MSM's window and partial results are copied into pinned memory
+//! behind it; [`MsmBatch::finish`] waits once, and [`MsmResults`] combines on the host, after
+//! the caller has let the GPU go.
+
+use std::sync::Arc;
+
+use group::Group;
+use rayon::prelude::*;
+use zkpipe_cuda::{DeviceBuffer, Event, Stream};
+use zkpipe_field::Fr;
+use zkpipe_pinned::PinnedBuffer;
+use zkpipe_stream::{copy_scope, download, InFlight, Pinned};
+
+use crate::cuda::{CudaError, CudaMsm, DeviceBases, GpuCurve};
+use crate::pippenger::{combine, Digits, Plan, Workspace};
+use crate::split::SplitChunk;
+use crate::{MsmError, SplitQuery, SplitScalars};
+
+/// Groups the partial sums of the ones are folded into before they are read back.
+const ONES_GROUPS: usize = 256;
+
+/// Where an MSM's bases are.
+#[derive(Debug)]
+pub enum BaseSource<'a, C: GpuCurve> {
+    /// On the device (a resident key).
+    Resident(&'a DeviceBases<C>),
+    /// In pinned host memory: streamed through the batch's two point buffers, chunk by chunk.
+    Pinned(Pinned<'a, C::GpuAffine>),
+}
+
+impl<C: GpuCurve> BaseSource<'_, C> {
+    /// Number of points.
+    pub fn len(&self) -> usize {
+        match self {
+            BaseSource::Resident(b) => b.len(),
+            BaseSource::Pinned(p) => p.len(),
+        }
+    }
+
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A split assignment's tail on the device: scalars and variable indices.
+#[derive(Debug)]
+pub struct DeviceSplit {
+    host: Arc<SplitScalars>,
+    tail: DeviceBuffer<Fr>,
+    index: DeviceBuffer<u32>,
+}
+
+impl DeviceSplit {
+    /// From device copies of `host`'s tail scalars and indices (as the caller uploaded them,
+    /// the copies complete before any MSM of the batch reads them).
+    pub fn new(
+        host: Arc<SplitScalars>,
+        tail: DeviceBuffer<Fr>,
+        index: DeviceBuffer<u32>,
+    ) -> Result<Self, CudaError> {
+        let len = host.tail().len();
+        for (what, got) in [("tail scalars", tail.len()), ("tail indices", index.len())] {
+            if got != len {
+                return Err(CudaError::BufferTooSmall {
+                    what,
+                    len: got,
+                    needed: len,
+                });
+            }
+        }
+        Ok(Self { host, tail, index })
+    }
+
+    /// The host split.
+    pub fn host(&self) -> &SplitScalars {
+        &self.host
+    }
+}
+
+/// A query's bitmaps on the device ([`SplitQuery::bitmaps`]).
+#[derive(Debug)]
+pub struct DeviceQuery {
+    host: SplitQuery,
+    maps: [DeviceBuffer<u32>; 4],
+}
+
+impl DeviceQuery {
+    /// From device copies of `host`'s four bitmaps, in [`SplitQuery::bitmaps`]' order.
+    pub fn new(host: SplitQuery, maps: [DeviceBuffer<u32>; 4]) -> Result<Self, CudaError> {
+        for (dev, h) in maps.iter().zip(host.bitmaps()) {
+            if dev.len() != h.len() {
+                return Err(CudaError::BufferTooSmall {
+                    what: "query bitmap",
+                    len: dev.len(),
+                    needed: h.len(),
+                });
+            }
+        }
+        Ok(Self { host, maps })
+    }
+
+    /// The host query.
+    pub fn host(&self) -> &SplitQuery {
+        &self.host
+    }
+}
+
+/// One enqueued MSM of a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ticket(usize);
+
+/// Results of one MSM on their way to pinned memory.
+#[derive(Debug)]
+struct Pending<J: bytemuck::Pod> {
+    windows: Option<InFlight<PinnedBuffer<J>>>,
+    ones: Option<InFlight<PinnedBuffer<J>>>,
+    /// Device buffers the kernels and copies still use.
+    _device: Vec<DeviceBuffer<J>>,
+}
+
+/// MSMs of one curve enqueued back to back on the MSM stream (see the module's text).
+#[derive(Debug)]
+pub struct MsmBatch<'m, C: GpuCurve> {
+    msm: &'m CudaMsm,
+    plan: Plan,
+    ws: Workspace<C::Jacobian>,
+    slots: Option<[DeviceBuffer<C::GpuAffine>; 2]>,
+    used: [Option<Event>; 2],
+    copy: Stream,
+    ones_threads: usize,
+    pending: Vec<Pending<C::Jacobian>>,
+}
+
+impl CudaMsm {
+    /// A batch whose Pippenger runs over chunks of at most `chunk` points (each MSM's points
+    /// in chunks of that size, accumulated into the same buckets).
+    pub fn batch<C: GpuCurve>(&self, chunk: usize) -> Result<MsmBatch<'_, C>, CudaError> {
+        if chunk < 32 {
+            return Err(CudaError::Chunk { chunk });
+        }
+        let plan = Plan::new(chunk);
+        Ok(MsmBatch {
+            msm: self,
+            ws: Workspace::alloc(self.context(), plan)?,
+            plan,
+            slots: None,
+            used: [None, None],
+            copy: Stream::new(self.context())?,
+            ones_threads: ones_threads(self),
+            pending: Vec::new(),
+        })
+    }
+
+    /// Device bytes of a batch of chunks of `chunk` points running `msms` MSMs: the
+    /// workspace, each MSM's results, and the two point buffers when bases are streamed.
+    pub fn batch_bytes<C: GpuCurve>(&self, chunk: usize, msms: usize, streamed: bool) -> usize {
+        let jac = std::mem::size_of::<C::Jacobian>();
+        let plan = Plan::new(chunk.max(32));
+        let results = (plan.out_len() + ones_threads(self) + ONES_GROUPS) * jac;
+        let slots = match streamed {
+            true => 2 * plan.n * std::mem::size_of::<C::GpuAffine>(),
+            false => 0,
+        };
+        plan.workspace_bytes(jac) + msms * results + slots
+    }
+
+    /// Uploads a split's tail (synchronous copies, then a wait for the device: for tests and
+    /// benchmarks; an engine stages it through pinned memory and calls [`DeviceSplit::new`]).
+    pub fn upload_split(&self, split: Arc<SplitScalars>) -> Result<DeviceSplit, CudaError> {
+        let ctx = self.context();
+        let tail = DeviceBuffer::from_host(ctx, split.tail())?;
+        let index = DeviceBuffer::from_host(ctx, split.tail_index())?;
+        ctx.synchronize()?;
+        DeviceSplit::new(split, tail, index)
+    }
+
+    /// Uploads a query's bitmaps (as [`CudaMsm::upload_split`]).
+    pub fn upload_query(&self, query: SplitQuery) -> Result<DeviceQuery, CudaError> {
+        let ctx = self.context();
+        let [a, b, c, d] = query.bitmaps();
+        let up = |v: &[u32]| DeviceBuffer::from_host(ctx, v);
+        let maps = [up(a)?, up(b)?, up(c)?, up(d)?];
+        ctx.synchronize()?;
+        DeviceQuery::new(query, maps)
+    }
+}
+
+/// Threads of the ones kernel (and so its partial sums).
+fn ones_threads(msm: &CudaMsm) -> usize {
+    msm.context().info().sm_count.max(1) as usize * 512
+}
+
+impl<C: GpuCurve> MsmBatch<'_, C> {
+    /// Enqueues sum over i < n of scalars[i] · bases[i] (the scalars on the device, canonical,
+    /// in Montgomery form; `scalars` may be longer than n, its rest unused).
+    pub fn dense(
+        &mut self,
+        bases: BaseSource<'_, C>,
+        scalars: &DeviceBuffer<Fr>,
+        n: usize,
+    ) -> Result<Ticket, CudaError> {
+        if bases.len() != n || scalars.len() < n {
+            let e = MsmError::LengthMismatch {
+                bases: bases.len(),
+                scalars: scalars.len().min(n),
+            };
+            return Err(e.into());
+        }
+        let step = self.plan.n;
+        let chunks: Vec<(usize, usize)> = (0..n)
+            .step_by(step)
+            .map(|lo| (lo, (lo + step).min(n)))
+            .collect();
+        let mut first = true;
+        self.each_chunk(&bases, &chunks, |b, ws, (k, s, buf, ready)| {
+            let (lo, hi) = chunks[k];
+            let v_lo = if b.is_resident() { lo } else { 0 };
+            let digits = Digits::Dense { scalars, lo, v_lo };
+            let acc = !std::mem::take(&mut first);
+            ws.buckets_of::<C>(b.kernels(), s, buf, digits, hi - lo, acc, ready, None)
+        })?;
+        let windows = (!chunks.is_empty()).then_some(());
+        self.results(windows, None)
+    }
+
+    /// Enqueues the split MSM of `query` over `split`: the sum of bases[rank(v)] over the
+    /// selected variables v equal to one, plus a Pippenger over the selected tail.
+    pub fn split(
+        &mut self,
+        bases: BaseSource<'_, C>,
+        split: &DeviceSplit,
+        query: &DeviceQuery,
+    ) -> Result<Ticket, CudaError> {
+        let q = query.host();
+        if bases.len() != q.selected() {
+            let e = MsmError::DensityCount {
+                selected: q.selected(),
+                bases: bases.len(),
+            };
+            return Err(e.into());
+        }
+        if q.words() != split.host().len().div_ceil(32) {
+            let e = MsmError::DensityLength {
+                bitmap: q.words() * 32,
+                scalars: split.host().len(),
+            };
+            return Err(e.into());
+        }
+        let max_bases = match bases {
+            BaseSource::Resident(_) => usize::MAX,
+            BaseSource::Pinned(_) => self.plan.n,
+        };
+        let chunks: Vec<SplitChunk> = q.chunks(split.host(), max_bases, self.plan.n);
+        let msm = self.msm;
+        let ctx = msm.context();
+        let mut partial = DeviceBuffer::<C::Jacobian>::alloc(ctx, self.ones_threads)?;
+        partial.zero_async(msm.stream())?;
+        let [density, prefix, sel, sel_prefix] = &query.maps;
+        let (map, ones) = ((density, prefix), (sel, sel_prefix));
+        let tail = (&split.tail, &split.index);
+        let mut first_tail = true;
+        let chunk_ranges: Vec<(usize, usize)> = chunks
+            .iter()
+            .map(|c| (c.bases.start, c.bases.end))
+            .collect();
+        self.each_chunk(&bases, &chunk_ranges, |b, ws, (k, s, buf, ready)| {
+            let c = &chunks[k];
+            let b_lo = if b.is_resident() { 0 } else { c.bases.start };
+            if !c.tail.is_empty() {
+                let digits = Digits::Tail {
+                    tail,
+                    map,
+                    lo: c.tail.start,
+                    b_lo,
+                };
+                let acc = !std::mem::take(&mut first_tail);
+                let n = c.tail.len();
+                ws.buckets_of::<C>(b.kernels(), s, buf, digits, n, acc, ready, None)?;
+            } else if let Some(e) = ready {
+                s.wait(e)?;
+            }
+            let ck = C::kernels(b.kernels());
+            ck.ones(s, buf, map, ones, c.words.clone(), b_lo, &mut partial)
+        })?;
+        let windows = (!first_tail).then_some(());
+        self.results(windows, Some(partial))
+    }
+
+    /// Runs `work` for each chunk `(lo, hi)` of the bases, with the device buffer holding
+    /// them: the resident buffer, or one of the two point buffers after its copy (the kernels
+    /// that read it wait for `ready`; the copy into a buffer waits for the kernels that read
+    /// it two chunks before). Returns once the copies are done (the kernels may still run).
+    fn each_chunk<W>(
+        &mut self,
+        bases: &BaseSource<'_, C>,
+        chunks: &[(usize, usize)],
+        mut work: W,
+    ) -> Result<(), CudaError>
+    where
+        W: FnMut(
+            &Kernels<'_>,
+            &mut Workspace<C::Jacobian>,
+            (usize, &Stream, &DeviceBuffer<C::GpuAffine>, Option<&Event>),
+        ) -> Result<(), CudaError>,
+    {
+        let msm = self.msm;
+        let (s, k) = (msm.stream(), msm.kernels());
+        match bases {
+            BaseSource::Resident(r) => {
+                let b = Kernels { k, resident: true };
+                let buf = CudaMsm::bases_buffer(r);
+                for i in 0..chunks.len() {
+                    work(&b, &mut self.ws, (i, s, buf, None))?;
+                }
+                Ok(())
+            }
+            BaseSource::Pinned(host) => {
+                if self.slots.is_none() {
+                    let ctx = msm.context();
+                    let n = self.plan.n;
+                    self.slots = Some([DeviceBuffer::alloc(ctx, n)?, DeviceBuffer::alloc(ctx, n)?]);
+                }
+                let b = Kernels { k, resident: false };
+                let (slots, used, copy, ws) =
+                    (&mut self.slots, &mut self.used, &self.copy, &mut self.ws);
+                let slots = slots.as_mut().ok_or(CudaError::Chunk { chunk: 0 })?;
+                let ran = copy_scope(|sc| -> Result<(), CudaError> {
+                    for (i, &(lo, hi)) in chunks.iter().enumerate() {
+                        let slot = i % 2;
+                        if let Some(e) = &used[slot] {
+                            copy.wait(e)?;
+                        }
+                        let src = host.range(lo..hi).ok_or(CudaError::BufferTooSmall {
+                            what: "bases",
+                            len: host.len(),
+                            needed: hi,
+                        })?;
+                        sc.upload(copy, src, &mut slots[slot], 0)?;
+                        let ready = copy.record()?;
+                        work(&b, ws, (i, s, &slots[slot], Some(&ready)))?;
+                        used[slot] = Some(s.record()?);
+                    }
+                    Ok(())
+                });
+                ran??;
+                Ok(())
+            }
+        }
+    }
+
+    /// Enqueues the window reduction (when the MSM had a Pippenger part) and the fold of the
+    /// ones' partial sums, and their copies into pinned memory.
+    fn results(
+        &mut self,
+        windows: Option<()>,
+        partial: Option<DeviceBuffer<C::Jacobian>>,
+    ) -> Result<Ticket, CudaError> {
+        let msm = self.msm;
+        let ctx = msm.context();
+        let (s, k) = (msm.stream(), msm.kernels());
+        let mut device = Vec::new();
+        let win = match windows {
+            Some(()) => {
+                let mut out = DeviceBuffer::<C::Jacobian>::alloc(ctx, self.plan.out_len())?;
+                self.ws.windows::<C>(k, s, &mut out, None)?;
+                let host = PinnedBuffer::new(ctx, out.len())?;
+                let inflight = download(s, &out, 0, host)?;
+                device.push(out);
+                Some(inflight)
+            }
+            None => None,
+        };
+        let ones = match partial {
+            Some(p) => {
+                let mut folded = DeviceBuffer::<C::Jacobian>::alloc(ctx, ONES_GROUPS)?;
+                let per = (p.len() / ONES_GROUPS) as u32;
+                C::kernels(k).sum_groups(s, &p, ONES_GROUPS, per, &mut folded)?;
+                let host = PinnedBuffer::new(ctx, ONES_GROUPS)?;
+                let inflight = download(s, &folded, 0, host)?;
+                device.push(p);
+                device.push(folded);
+                Some(inflight)
+            }
+            None => None,
+        };
+        self.pending.push(Pending {
+            windows: win,
+            ones,
+            _device: device,
+        });
+        Ok(Ticket(self.pending.len() - 1))
+    }
+
+    /// Waits for every MSM of the batch, frees its device memory, and returns the results
+    /// to combine (on the host, after the GPU is let go).
+    pub fn finish(mut self) -> Result<MsmResults<C>, CudaError> {
+        let s = self.msm.stream().synchronize();
+        let c = self.copy.synchronize();
+        let pending = std::mem::take(&mut self.pending);
+        s?;
+        c?;
+        let mut out = Vec::with_capacity(pending.len());
+        for p in pending {
+            let windows = p.windows.map(|w| w.wait()).transpose()?;
+            let ones = p.ones.map(|o| o.wait()).transpose()?;
+            out.push((windows, ones));
+        }
+        Ok(MsmResults {
+            plan: self.plan,
+            parts: out,
+        })
+    }
+}
+
+impl<C: GpuCurve> Drop for MsmBatch<'_, C> {
+    fn drop(&mut self) {
+        // Nothing goes while a kernel or a copy may still use it (an error path).
+        if !self.pending.is_empty() || self.used.iter().any(Option::is_some) {
+            let s = self.msm.stream().synchronize();
+            let c = self.copy.synchronize();
+            if let Err(e) = s.and(c) {
+                tracing::warn!(error = %e, "waiting for an MSM batch being dropped failed");
+            }
+        }
+    }
+}
+
+/// The kernels, and whether the bases in use are resident (their indices global) or a
+/// streamed chunk (indices from the chunk's start).
+struct Kernels<'a> {
+    k: &'a crate::kernels::MsmKernels,
+    resident: bool,
+}
+
+impl Kernels<'_> {
+    fn kernels(&self) -> &crate::kernels::MsmKernels {
+        self.k
+    }
+
+    fn is_resident(&self) -> bool {
+        self.resident
+    }
+}
+
+/// What one MSM left in pinned memory: window results and folded partial sums of the ones.
+type Parts<J> = (Option<PinnedBuffer<J>>, Option<PinnedBuffer<J>>);
+
+/// A finished batch's results in pinned memory.
+#[derive(Debug)]
+pub struct MsmResults<C: GpuCurve> {
+    plan: Plan,
+    parts: Vec<Parts<C::Jacobian>>,
+}
+
+impl<C: GpuCurve> MsmResults<C> {
+    /// The sum of MSM `t`.
+    pub fn sum(&self, t: Ticket) -> Result<C::Projective, CudaError> {
+        let (windows, ones) = self.parts.get(t.0).ok_or(CudaError::BufferTooSmall {
+            what: "batch results (a ticket of another batch)",
+            len: self.parts.len(),
+            needed: t.0 + 1,
+        })?;
+        let mut acc = match windows {
+            Some(w) => combine::<C>(&self.plan, w),
+            None => C::Projective::identity(),
+        };
+        if let Some(o) = ones {
+            acc += o
+                .par_iter()
+                .map(|p| C::Projective::from(*p))
+                .reduce(C::Projective::identity, |a, b| a + b);
+        }
+        Ok(acc)
+    }
+}

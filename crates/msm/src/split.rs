@@ -1,0 +1,290 @@
+//! Split MSMs of witness-valued queries (Groth16's L, A, B1, B2): most scalars of a
+//! Filecoin witness are 0 or 1, so the sum splits into the bases whose scalar is one, added
+//! up without any multiplication, and a Pippenger over the few others (the tail); zeros cost
+//! nothing. This file holds the host side: [`SplitScalars`], built from the values themselves
+//! (so a bitmap can never disagree with them), and [`SplitQuery`], one query's density over
+//! the same variables with what the kernels need to number its bases and ones.
+
+use std::ops::Range;
+
+use blstrs::Scalar;
+use ff::Field;
+use rayon::prelude::*;
+use zkpipe_field::{cast, Fr};
+
+use crate::{Density, MsmError};
+
+/// Variables per block of the parallel classification (a multiple of 32).
+const BLOCK: usize = 1 << 16;
+
+/// An assignment z split by value: a bitmap of the variables equal to one, and the
+/// variables of any other nonzero value (the tail) with their scalars, in increasing order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SplitScalars {
+    len: usize,
+    ones: Vec<u32>,
+    ones_count: usize,
+    tail_index: Vec<u32>,
+    tail: Vec<Fr>,
+}
+
+/// One block's share of a [`SplitScalars`].
+type BlockSplit = (Vec<u32>, Vec<u32>, Vec<Fr>);
+
+fn split_block(first: usize, z: &[Scalar]) -> BlockSplit {
+    let mut ones = vec![0u32; z.len().div_ceil(32)];
+    let mut index = Vec::new();
+    let mut tail = Vec::new();
+    for (i, s) in z.iter().enumerate() {
+        if *s == Scalar::ONE {
+            ones[i / 32] |= 1 << (i % 32);
+        } else if !bool::from(s.is_zero()) {
+            // `of` refuses assignments of 2^32 variables or more, so this fits.
+            index.push((first + i) as u32);
+            tail.push(cast::scalars_as_fr(std::slice::from_ref(s))[0]);
+        }
+    }
+    (ones, index, tail)
+}
+
+impl SplitScalars {
+    /// Splits `z` by value (in parallel).
+    pub fn of(z: &[Scalar]) -> Result<Self, MsmError> {
+        if u32::try_from(z.len()).is_err() {
+            return Err(MsmError::TooManyVariables { len: z.len() });
+        }
+        let blocks: Vec<BlockSplit> = z
+            .par_chunks(BLOCK)
+            .enumerate()
+            .map(|(b, chunk)| split_block(b * BLOCK, chunk))
+            .collect();
+        let tail_len = blocks.iter().map(|b| b.1.len()).sum();
+        let mut out = Self {
+            len: z.len(),
+            ones: Vec::with_capacity(z.len().div_ceil(32)),
+            ones_count: 0,
+            tail_index: Vec::with_capacity(tail_len),
+            tail: Vec::with_capacity(tail_len),
+        };
+        for (ones, index, tail) in blocks {
+            out.ones.extend_from_slice(&ones);
+            out.tail_index.extend_from_slice(&index);
+            out.tail.extend_from_slice(&tail);
+        }
+        out.ones_count = out.ones.iter().map(|w| w.count_ones() as usize).sum();
+        Ok(out)
+    }
+
+    /// Number of variables.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when there are no variables.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Variables equal to one.
+    pub fn ones_count(&self) -> usize {
+        self.ones_count
+    }
+
+    /// One bit per variable, set where it equals one (32 variables a word).
+    pub fn ones(&self) -> &[u32] {
+        &self.ones
+    }
+
+    /// The variables of the tail (neither 0 nor 1), increasing.
+    pub fn tail_index(&self) -> &[u32] {
+        &self.tail_index
+    }
+
+    /// The tail's scalars (Montgomery form, as blstrs holds them).
+    pub fn tail(&self) -> &[Fr] {
+        &self.tail
+    }
+}
+
+/// One query of a split MSM: which variables it has bases for (its density over all of z),
+/// numbered so that each kernel finds a variable's base (its rank among the selected ones) and
+/// shares the ones among its threads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SplitQuery {
+    density: Vec<u32>,
+    prefix: Vec<u32>,
+    sel: Vec<u32>,
+    sel_prefix: Vec<u32>,
+}
+
+/// Exclusive prefix counts of the set bits of `words` (one entry more than the words).
+fn prefix_counts(words: &[u32]) -> Vec<u32> {
+    let mut out = Vec::with_capacity(words.len() + 1);
+    let mut acc = 0u32;
+    out.push(0);
+    for w in words {
+        acc += w.count_ones();
+        out.push(acc);
+    }
+    out
+}
+
+/// What one chunk of a split MSM covers: words of the bitmaps, the ranks of their selected
+/// variables (the bases), and their tail entries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SplitChunk {
+    pub words: Range<usize>,
+    pub bases: Range<usize>,
+    pub tail: Range<usize>,
+}
+
+impl SplitQuery {
+    /// The query of `density` (one flag per variable of z) over `split`.
+    pub fn new(split: &SplitScalars, density: &Density) -> Result<Self, MsmError> {
+        if density.len() != split.len() {
+            return Err(MsmError::DensityLength {
+                bitmap: density.len(),
+                scalars: split.len(),
+            });
+        }
+        let mut words = vec![0u32; split.len().div_ceil(32)];
+        words
+            .par_iter_mut()
+            .zip(density.bits().par_chunks(32))
+            .for_each(|(w, bits)| {
+                *w = bits
+                    .iter()
+                    .enumerate()
+                    .fold(0, |acc, (i, &b)| acc | (u32::from(b) << i));
+            });
+        let sel: Vec<u32> = words.iter().zip(&split.ones).map(|(d, o)| d & o).collect();
+        Ok(Self {
+            prefix: prefix_counts(&words),
+            sel_prefix: prefix_counts(&sel),
+            density: words,
+            sel,
+        })
+    }
+
+    /// Number of selected variables: the bases the query needs.
+    pub fn selected(&self) -> usize {
+        self.prefix.last().copied().unwrap_or(0) as usize
+    }
+
+    /// Number of selected variables equal to one.
+    pub fn ones(&self) -> usize {
+        self.sel_prefix.last().copied().unwrap_or(0) as usize
+    }
+
+    /// Number of bitmap words.
+    pub fn words(&self) -> usize {
+        self.density.len()
+    }
+
+    /// The bitmaps the kernels read: density, its prefix counts, selected ones, theirs.
+    pub fn bitmaps(&self) -> [&[u32]; 4] {
+        [&self.density, &self.prefix, &self.sel, &self.sel_prefix]
+    }
+
+    /// Host bytes the kernels' bitmaps take on the device.
+    pub fn device_bytes(&self) -> usize {
+        4 * (2 * self.density.len() + 2 * self.prefix.len())
+    }
+
+    /// Chunks of whole words, each with at most `max_bases` bases (usize::MAX when the bases
+    /// are resident) and `max_tail` tail entries (the Pippenger workspace's points); limits
+    /// below 32 count as 32.
+    pub(crate) fn chunks(
+        &self,
+        split: &SplitScalars,
+        max_bases: usize,
+        max_tail: usize,
+    ) -> Vec<SplitChunk> {
+        let (max_bases, max_tail) = (max_bases.max(32), max_tail.max(32));
+        let words = self.density.len();
+        let index = &split.tail_index;
+        let mut out = Vec::new();
+        let (mut lo, mut tail_lo) = (0, 0);
+        while lo < words {
+            let (mut hi, mut tail_hi) = (lo, tail_lo);
+            while hi < words {
+                let bases = (self.prefix[hi + 1] - self.prefix[lo]) as usize;
+                let end = (hi + 1) * 32;
+                let mut t = tail_hi;
+                while t < index.len() && (index[t] as usize) < end {
+                    t += 1;
+                }
+                if bases > max_bases || t - tail_lo > max_tail {
+                    break;
+                }
+                (hi, tail_hi) = (hi + 1, t);
+            }
+            out.push(SplitChunk {
+                bases: self.prefix[lo] as usize..self.prefix[hi] as usize,
+                words: lo..hi,
+                tail: tail_lo..tail_hi,
+            });
+            (lo, tail_lo) = (hi, tail_hi);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn z(values: &[u64]) -> Vec<Scalar> {
+        values.iter().map(|&v| Scalar::from(v)).collect()
+    }
+
+    #[test]
+    fn the_split_follows_the_values() {
+        let s = SplitScalars::of(&z(&[0, 1, 5, 1, 0, 7])).unwrap();
+        assert_eq!(s.ones(), &[0b1010]);
+        assert_eq!(s.ones_count(), 2);
+        assert_eq!(s.tail_index(), &[2, 5]);
+        assert_eq!(s.tail().len(), 2);
+    }
+
+    #[test]
+    fn a_query_numbers_its_bases_and_ones() {
+        let s = SplitScalars::of(&z(&[0, 1, 5, 1, 0, 7])).unwrap();
+        let d = Density::from_bools(vec![true, true, false, true, true, true]);
+        let q = SplitQuery::new(&s, &d).unwrap();
+        assert_eq!(q.selected(), 5);
+        assert_eq!(q.ones(), 2);
+        let bad = Density::from_bools(vec![true; 5]);
+        assert_eq!(
+            SplitQuery::new(&s, &bad),
+            Err(MsmError::DensityLength {
+                bitmap: 5,
+                scalars: 6
+            })
+        );
+    }
+
+    #[test]
+    fn chunks_cover_every_word_within_their_bounds() {
+        let values: Vec<u64> = (0..5000u64)
+            .map(|i| [0, 1, 1, i + 2][i as usize % 4])
+            .collect();
+        let s = SplitScalars::of(&z(&values)).unwrap();
+        let d = Density::from_bools((0..5000).map(|i| i % 3 != 0).collect());
+        let q = SplitQuery::new(&s, &d).unwrap();
+        for (max, max_tail) in [(32, 32), (100, 40), (1000, 1000), (usize::MAX, 64)] {
+            let c = q.chunks(&s, max, max_tail);
+            assert_eq!(c[0].words.start, 0);
+            assert_eq!(c.last().unwrap().words.end, q.words());
+            assert_eq!(c.last().unwrap().tail.end, s.tail_index().len());
+            for w in c.windows(2) {
+                assert_eq!(w[0].words.end, w[1].words.start);
+                assert_eq!(w[0].bases.end, w[1].bases.start);
+                assert_eq!(w[0].tail.end, w[1].tail.start);
+            }
+            assert!(c
+                .iter()
+                .all(|k| k.bases.len() <= max && k.tail.len() <= max_tail));
+        }
+    }
+}
