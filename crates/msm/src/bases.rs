@@ -80,6 +80,11 @@ impl<P: Point> Bases<P> {
         &self.points
     }
 
+    /// The points' vector, page-locked or not.
+    pub(crate) fn pinnable(&self) -> &PinnableVec<P> {
+        &self.points
+    }
+
     /// Number of points.
     pub fn len(&self) -> usize {
         self.points.len()

@@ -18,7 +18,7 @@ use zkpipe_stream::{copy_scope, download, InFlight, Pinned};
 use crate::cuda::{CudaError, CudaMsm, DeviceBases, GpuCurve};
 use crate::pippenger::{combine, Digits, Plan, Workspace};
 use crate::split::SplitChunk;
-use crate::{MsmError, SplitQuery, SplitScalars};
+use crate::{Bases, MsmError, SplitQuery, SplitScalars};
 
 /// Groups the partial sums of the ones are folded into before they are read back.
 const ONES_GROUPS: usize = 256;
@@ -32,7 +32,13 @@ pub enum BaseSource<'a, C: GpuCurve> {
     Pinned(Pinned<'a, C::GpuAffine>),
 }
 
-impl<C: GpuCurve> BaseSource<'_, C> {
+impl<'a, C: GpuCurve> BaseSource<'a, C> {
+    /// Bases streamed from where they lie in page-locked host memory; `None` while they are
+    /// not page-locked ([`Bases::pin`]).
+    pub fn pinned(bases: &'a Bases<C::Affine>) -> Option<Self> {
+        Pinned::of_pinnable(bases.pinnable(), C::view).map(BaseSource::Pinned)
+    }
+
     /// Number of points.
     pub fn len(&self) -> usize {
         match self {

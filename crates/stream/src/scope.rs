@@ -15,7 +15,7 @@ use std::sync::Mutex;
 
 use bytemuck::Pod;
 use zkpipe_cuda::{DeviceBuffer, Event, Stream};
-use zkpipe_pinned::PinnedMemory;
+use zkpipe_pinned::{PinnableVec, PinnedMemory};
 
 use crate::Result;
 
@@ -37,6 +37,24 @@ impl<'a, T> Pinned<'a, T> {
     /// `slice` must lie in pinned or registered host memory for all of `'a`.
     pub unsafe fn assume_pinned(slice: &'a [T]) -> Self {
         Self { slice }
+    }
+
+    /// A view of a page-locked [`PinnableVec`] (`None` while it is not locked), through `view`,
+    /// which must return the vector's own memory seen as `T` (a layout cast such as
+    /// `zkpipe_field::cast::g1_affine_as_gpu`); any other slice gives `None`.
+    pub fn of_pinnable<U>(v: &'a PinnableVec<U>, view: fn(&'a [U]) -> &'a [T]) -> Option<Self> {
+        if !v.is_pinned() {
+            return None;
+        }
+        let all: &'a [U] = v;
+        let seen = view(all);
+        let same_start = seen.as_ptr().cast::<u8>() == all.as_ptr().cast::<u8>();
+        if !same_start || std::mem::size_of_val(seen) != std::mem::size_of_val(all) {
+            return None;
+        }
+        // SAFETY: `seen` covers exactly the bytes of `v`, which is page-locked (checked above)
+        // and stays locked while borrowed: a PinnableVec unlocks only when dropped.
+        Some(unsafe { Self::assume_pinned(seen) })
     }
 
     /// The elements in `range`, or `None` when it reaches past the end.
