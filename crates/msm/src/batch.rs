@@ -30,6 +30,8 @@ pub enum BaseSource<'a, C: GpuCurve> {
     Resident(&'a DeviceBases<C>),
     /// In pinned host memory: streamed through the batch's two point buffers, chunk by chunk.
     Pinned(Pinned<'a, C::GpuAffine>),
+    /// In pageable host memory: streamed the same way, at pageable speed.
+    Pageable(&'a [C::GpuAffine]),
 }
 
 impl<'a, C: GpuCurve> BaseSource<'a, C> {
@@ -39,11 +41,18 @@ impl<'a, C: GpuCurve> BaseSource<'a, C> {
         Pinned::of_pinnable(bases.pinnable(), C::view).map(BaseSource::Pinned)
     }
 
+    /// Bases streamed from host memory: from where they are page-locked if they are
+    /// ([`BaseSource::pinned`]), else from pageable memory.
+    pub fn host(bases: &'a Bases<C::Affine>) -> Self {
+        Self::pinned(bases).unwrap_or(BaseSource::Pageable(C::view(bases.points())))
+    }
+
     /// Number of points.
     pub fn len(&self) -> usize {
         match self {
             BaseSource::Resident(b) => b.len(),
             BaseSource::Pinned(p) => p.len(),
+            BaseSource::Pageable(p) => p.len(),
         }
     }
 
@@ -259,7 +268,7 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
         }
         let max_bases = match bases {
             BaseSource::Resident(_) => usize::MAX,
-            BaseSource::Pinned(_) => self.plan.n,
+            BaseSource::Pinned(_) | BaseSource::Pageable(_) => self.plan.n,
         };
         let chunks: Vec<SplitChunk> = q.chunks(split.host(), max_bases, self.plan.n);
         let msm = self.msm;
@@ -325,7 +334,7 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
                 }
                 Ok(())
             }
-            BaseSource::Pinned(host) => {
+            BaseSource::Pinned(_) | BaseSource::Pageable(_) => {
                 if self.slots.is_none() {
                     let ctx = msm.context();
                     let n = self.plan.n;
@@ -341,12 +350,21 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
                         if let Some(e) = &used[slot] {
                             copy.wait(e)?;
                         }
-                        let src = host.range(lo..hi).ok_or(CudaError::BufferTooSmall {
+                        let short = CudaError::BufferTooSmall {
                             what: "bases",
-                            len: host.len(),
+                            len: bases.len(),
                             needed: hi,
-                        })?;
-                        sc.upload(copy, src, &mut slots[slot], 0)?;
+                        };
+                        let dst = &mut slots[slot];
+                        match bases {
+                            BaseSource::Pinned(p) => {
+                                sc.upload(copy, p.range(lo..hi).ok_or(short)?, dst, 0)?
+                            }
+                            BaseSource::Pageable(p) => {
+                                sc.upload_slice(copy, p.get(lo..hi).ok_or(short)?, dst, 0)?
+                            }
+                            BaseSource::Resident(_) => return Err(short),
+                        }
                         let ready = copy.record()?;
                         work(&b, ws, (i, s, &slots[slot], Some(&ready)))?;
                         used[slot] = Some(s.record()?);

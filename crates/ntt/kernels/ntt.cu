@@ -199,3 +199,9 @@ KERNEL void ntt_bit_reverse(const FR* __restrict__ x, FR* __restrict__ y, uint l
   if (i >= (1u << lgn)) return;
   y[zk_bitrev(i, lgn)] = x[i];
 }
+
+// x[i] -= y[i] for i < n: the lean H step's last subtraction of C/Z.
+KERNEL void ntt_sub(FR* __restrict__ x, const FR* __restrict__ y, uint n) {
+  const uint i = GET_GLOBAL_ID();
+  if (i < n) x[i] = zk_fr_sub(x[i], y[i]);
+}

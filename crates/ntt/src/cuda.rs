@@ -51,13 +51,19 @@ pub fn pass_degrees(log_n: u32) -> Vec<u32> {
 impl CudaNtt {
     /// The NTT on `ctx`'s device (loads the kernels).
     pub fn new(ctx: &Arc<Context>) -> Result<Self, NttError> {
+        Self::for_memory(ctx, ctx.info().total_memory)
+    }
+
+    /// As [`CudaNtt::new`], keeping full root tables only as a device of `memory` bytes would
+    /// ([`full_table_limit`]): for an engine whose VRAM budget is capped below the device's.
+    pub fn for_memory(ctx: &Arc<Context>, memory: usize) -> Result<Self, NttError> {
         Ok(Self {
             ctx: Arc::clone(ctx),
             stream: Arc::new(Stream::new(ctx)?),
             copy: Stream::new(ctx)?,
             k: NttKernels::load(ctx)?,
             tables: Mutex::new(HashMap::new()),
-            full_max: full_table_limit(ctx.info().total_memory),
+            full_max: full_table_limit(memory.min(ctx.info().total_memory)),
         })
     }
 

@@ -13,7 +13,7 @@ use ff::Field;
 use zkpipe_cuda::DeviceBuffer;
 use zkpipe_field::Fr;
 use zkpipe_pinned::PinnedMemory;
-use zkpipe_stream::{upload, upload_columns, InFlight};
+use zkpipe_stream::{copy_scope, upload, upload_columns, InFlight, Pinned};
 
 use crate::cuda::pass_degrees;
 use crate::domain::{coset_generator, vanishing_inverse_on_coset, Domain};
@@ -97,6 +97,52 @@ impl CudaNtt {
             m.log("ntt.h_step_device")?;
         }
         Ok(bufs.into_h())
+    }
+
+    /// The H step in three device vectors instead of four, for a card that cannot hold four:
+    /// a and b (device-resident, length n = 2^k) go to the coset; a·b is interpolated into a's
+    /// buffer (b is read by the first pass only); then c is copied from pinned memory into
+    /// b's buffer, interpolated over Z, and subtracted. Returns the buffer holding h's
+    /// coefficients; b and the scratch buffer are freed before it returns. The result equals
+    /// [`CudaNtt::h_step_device`]'s.
+    pub fn h_step_three(
+        &self,
+        a: DeviceBuffer<Fr>,
+        b: DeviceBuffer<Fr>,
+        c: Pinned<'_, Fr>,
+    ) -> Result<DeviceBuffer<Fr>, NttError> {
+        crate::check_batch([a.len(), b.len(), c.len()].into_iter())?;
+        let d = Domain::for_len(a.len())?;
+        let scratch = DeviceBuffer::<Fr>::alloc(&self.ctx, a.len())?;
+        let (mut a, mut b, mut scratch) = (a, b, scratch);
+        let g = coset_generator();
+        let scale = d.n_inv * vanishing_inverse_on_coset(&d, g);
+        let g_inv = g.invert().unwrap_or(Scalar::ZERO);
+        let over_z = self.shift_tables(&d, Scalar::ONE, scale)?;
+        let from_coset = self.shift_tables(&d, g_inv, scale)?;
+        let ran = copy_scope(|sc| -> Result<(), NttError> {
+            self.to_coset(&d, &mut a, &mut scratch, false)?;
+            self.to_coset(&d, &mut b, &mut scratch, false)?;
+            // a·b on the coset, interpolated: times g^-e/(n·Z).
+            let last = Fused {
+                scale: Some(ScaleAt::Output(&from_coset)),
+                input_times: Some(&b),
+                output_minus: None,
+            };
+            self.passes(&d, &mut a, &mut scratch, true, last)?;
+            // c into b's buffer, on the NTT stream: after the pass that read b.
+            sc.upload(&self.stream, c, &mut b, 0)?;
+            let c_over_z = Fused::scaled(ScaleAt::Output(&over_z));
+            self.passes(&d, &mut b, &mut scratch, true, c_over_z)?;
+            self.k.sub(&self.stream, &mut a, &b)
+        });
+        // On every path: nothing goes while a kernel may still use it (the scope has waited
+        // for the copy).
+        let waited = self.stream.synchronize();
+        ran??;
+        waited?;
+        drop((b, scratch));
+        Ok(a)
     }
 
     /// The H step from pinned host memory, in buffers allocated for the call: see

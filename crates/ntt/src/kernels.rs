@@ -116,6 +116,7 @@ pub struct NttKernels {
     pass_fused: Function,
     expand: Function,
     bit_reverse: Function,
+    sub: Function,
 }
 
 fn check_len(len: usize, needed: usize) -> Result<(), NttError> {
@@ -204,6 +205,7 @@ impl NttKernels {
             pass_fused,
             expand: m.function("ntt_expand")?,
             bit_reverse: m.function("ntt_bit_reverse")?,
+            sub: m.function("ntt_sub")?,
         })
     }
 
@@ -370,6 +372,30 @@ impl NttKernels {
                 LaunchConfig::for_elements(n, BLOCK),
                 &[&w.lo, &w.hi, &w.lo_bits, &n32, &*out],
             )
+        }?;
+        Ok(())
+    }
+
+    /// x[i] -= y[i] over all of x (y at least as long).
+    pub fn sub(
+        &self,
+        s: &Stream,
+        x: &mut DeviceBuffer<Fr>,
+        y: &DeviceBuffer<Fr>,
+    ) -> Result<(), NttError> {
+        let n = x.len();
+        check_len(y.len(), n)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let n32 = u32::try_from(n).map_err(|_| NttError::BufferTooSmall {
+            len: n,
+            needed: u32::MAX as usize,
+        })?;
+        // SAFETY: one thread per element of x, reading y at the same index (y is no shorter).
+        unsafe {
+            self.sub
+                .launch(s, LaunchConfig::for_elements(n, BLOCK), &[&*x, y, &n32])
         }?;
         Ok(())
     }

@@ -15,6 +15,7 @@ use zkpipe_field::{cast, Fr};
 use zkpipe_ntt::kernels::{Fused, NttKernels, PowerTables, ScaleAt};
 use zkpipe_ntt::{Coset, CpuNtt, CudaNtt, Direction, Ntt, NttConfig, NttError, Ordering};
 use zkpipe_pinned::PinnedBuffer;
+use zkpipe_stream::Pinned;
 
 fn random(n: usize, rng: &mut ChaCha8Rng) -> Vec<Scalar> {
     let seeds: Vec<u64> = (0..n.div_ceil(4096)).map(|_| rng.next_u64()).collect();
@@ -217,6 +218,17 @@ fn gpu_h_step_matches_cpu() {
                 .map(Into::into)
                 .collect();
             assert_eq!(&h[..n - 1], &want[..], "reused buffers, {what}, 2^{log_n}");
+        }
+        // In three device vectors, c uploaded from pinned memory inside the step.
+        for (c, want, what) in [(&c2, &want2, "random c"), (&c, &want, "c = a·b")] {
+            let up = |v: &[Scalar]| DeviceBuffer::from_host(&ctx, cast::scalars_as_fr(v)).unwrap();
+            let (da, db) = (up(&a), up(&b));
+            ctx.synchronize().unwrap();
+            let host_c = pin(c);
+            let h = gpu.h_step_three(da, db, Pinned::new(&host_c)).unwrap();
+            assert_eq!(&host_c[..], cast::scalars_as_fr(c), "c is left as it was");
+            let h: Vec<Scalar> = h.to_vec().unwrap().into_iter().map(Into::into).collect();
+            assert_eq!(&h[..n - 1], &want[..], "three vectors, {what}, 2^{log_n}");
         }
         // Inputs of another length than the buffers: an error naming both.
         let long = random(2 * n, &mut rng);

@@ -21,9 +21,9 @@ use ff::Field;
 use zkpipe_msm::{CpuMsm, Msm};
 use zkpipe_ntt::CpuNtt;
 
-use crate::gpu::{DeviceShared, GpuWorker};
+use crate::gpu::{DeviceSetup, DeviceShared, GpuWorker};
 use crate::prover::{self, Assignment, G1Parts};
-use crate::stats::Counters;
+use crate::stats::{Counters, JobReport};
 use crate::{EngineStats, Proof, ProveError, ProvingKey, Witness};
 
 /// Where the stages run.
@@ -111,7 +111,7 @@ pub enum Randomness {
     Fixed { r: Scalar, s: Scalar },
 }
 
-type Reply = Sender<Result<Proof, ProveError>>;
+type Reply = Sender<Result<(Proof, JobReport), ProveError>>;
 
 struct Job {
     id: u64,
@@ -128,6 +128,7 @@ struct G1Done {
     z: Assignment,
     g1: G1Parts,
     b2: Option<G2Projective>,
+    report: JobReport,
     r: Scalar,
     s: Scalar,
     reply: Reply,
@@ -137,7 +138,7 @@ struct G1Done {
 #[derive(Debug)]
 pub struct JobHandle {
     id: u64,
-    rx: Receiver<Result<Proof, ProveError>>,
+    rx: Receiver<Result<(Proof, JobReport), ProveError>>,
 }
 
 impl JobHandle {
@@ -148,6 +149,12 @@ impl JobHandle {
 
     /// Blocks until the proof (or the job's error) is ready.
     pub fn wait(self) -> Result<Proof, ProveError> {
+        self.wait_report().map(|(proof, _)| proof)
+    }
+
+    /// As [`JobHandle::wait`], with what the job did: its plan, each stage's device
+    /// milliseconds, staging and lock times, bytes uploaded.
+    pub fn wait_report(self) -> Result<(Proof, JobReport), ProveError> {
         self.rx.recv().unwrap_or(Err(ProveError::Lost {
             job: self.id,
             reason: "the engine stopped before answering".into(),
@@ -189,17 +196,17 @@ fn start_devices(cfg: &Config) -> Result<Vec<Arc<DeviceShared>>, ProveError> {
         .into_iter()
         .map(|o| {
             let ctx = zkpipe_cuda::Context::new(o).map_err(|e| ProveError::device(o, e))?;
-            let g2 = cfg.g2 == G2Placement::Gpu;
-            DeviceShared::new(
-                ctx,
-                cfg.vram_margin,
-                cfg.vram_cap,
-                g2,
-                cfg.keep_key_resident,
-                cfg.pinned_per_device,
-            )
-            .map(Arc::new)
-            .map_err(|e| ProveError::device(o, e))
+            let setup = DeviceSetup {
+                margin: cfg.vram_margin,
+                cap: cfg.vram_cap,
+                g2_on_gpu: cfg.g2 == G2Placement::Gpu,
+                keep_resident: cfg.keep_key_resident,
+                pinned_bytes: cfg.pinned_per_device,
+                workers: cfg.workers_per_device.max(1),
+            };
+            DeviceShared::new(ctx, setup)
+                .map(Arc::new)
+                .map_err(|e| ProveError::device(o, e))
         })
         .collect()
 }
@@ -465,11 +472,15 @@ fn worker(kind: WorkerKind, jobs: Receiver<Job>, out: Sender<G1Done>, stats: Arc
                     let t = Instant::now();
                     let g1 = prover::g1_msms(&CpuMsm::new(), &key, &h, &z)?;
                     Counters::add(&stats.g1_ns, t.elapsed());
-                    Ok((z, g1, None))
+                    let report = JobReport {
+                        job: id,
+                        ..JobReport::default()
+                    };
+                    Ok((z, g1, None, report))
                 }
                 WorkerKind::Gpu(w) => {
-                    let (g1, b2) = w.g1_stage(id, &key, abc, &z, &stats)?;
-                    Ok((z, g1, b2))
+                    let (g1, b2, report) = w.g1_stage(id, &key, abc, &z, &stats)?;
+                    Ok((z, g1, b2, report))
                 }
             }
         }));
@@ -480,13 +491,14 @@ fn worker(kind: WorkerKind, jobs: Receiver<Job>, out: Sender<G1Done>, stats: Arc
             })
         });
         match result {
-            Ok((z, g1, b2)) => {
+            Ok((z, g1, b2, report)) => {
                 let done = G1Done {
                     id,
                     key,
                     z,
                     g1,
                     b2,
+                    report,
                     r,
                     s,
                     reply,
@@ -511,18 +523,22 @@ fn g2_stage(rx: Receiver<G1Done>, stats: Arc<Counters>) {
     for d in rx {
         let span = tracing::info_span!("g2", job = d.id);
         let _e = span.enter();
-        let run = catch_unwind(AssertUnwindSafe(|| -> Result<Proof, ProveError> {
-            let b2 = match d.b2 {
-                Some(b2) => b2,
-                None => {
-                    let t = Instant::now();
-                    let b2 = prover::g2_msm(&CpuMsm::new() as &dyn Msm, &d.key, &d.z)?;
-                    Counters::add(&stats.g2_ns, t.elapsed());
-                    b2
-                }
-            };
-            Ok(prover::assemble(&d.key, &d.g1, b2, d.r, d.s))
-        }));
+        let run = catch_unwind(AssertUnwindSafe(
+            || -> Result<(Proof, JobReport), ProveError> {
+                let mut report = d.report.clone();
+                let b2 = match d.b2 {
+                    Some(b2) => b2,
+                    None => {
+                        let t = Instant::now();
+                        let b2 = prover::g2_msm(&CpuMsm::new() as &dyn Msm, &d.key, &d.z)?;
+                        Counters::add(&stats.g2_ns, t.elapsed());
+                        report.g2_cpu_ms = t.elapsed().as_secs_f64() * 1e3;
+                        b2
+                    }
+                };
+                Ok((prover::assemble(&d.key, &d.g1, b2, d.r, d.s), report))
+            },
+        ));
         let result = run.unwrap_or_else(|p| {
             Err(ProveError::Lost {
                 job: d.id,

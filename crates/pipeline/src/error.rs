@@ -41,8 +41,8 @@ pub enum ProveError {
     /// The device failed.
     #[error("device {device}: {message}")]
     Device { device: usize, message: String },
-    /// A job that the device's VRAM budget can never hold.
-    #[error("job needs {needed} bytes of device memory; the VRAM budget of device {device} is {capacity} bytes")]
+    /// A job that the device's VRAM budget can never hold, even in its smallest plan.
+    #[error("job needs {needed} bytes of device memory in its smallest plan; device {device} leaves {capacity} bytes of its VRAM budget to jobs (the rest holds a resident key and the workers' NTT tables)")]
     TooLargeForDevice {
         device: usize,
         needed: usize,

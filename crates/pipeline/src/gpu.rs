@@ -1,29 +1,38 @@
-//! The G1 stage on a CUDA device: uploads staged outside the GPU lock under a VRAM grant, the
-//! H step and the MSMs under the lock, every big buffer freed before the lock is let go.
+//! The G1 stage on a CUDA device, in four steps that read like the prover: admission (a plan
+//! and a VRAM grant for it), staging outside the GPU lock (a, b, c and the split witness to the
+//! device), the H step, and the MSMs, enqueued back to back and waited for once, their sums
+//! combined after the lock is let go.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use blstrs::{G1Affine, G1Projective, G2Projective, Scalar};
+use bytemuck::Pod;
 use group::Group;
 use rayon::prelude::*;
-use zkpipe_cuda::{Context, DeviceBuffer, Event, Stream};
+use zkpipe_cuda::{Context, DeviceBuffer, Stream};
 use zkpipe_field::{cast, Fr};
-use zkpipe_msm::{Bases, CudaMsm, DeviceBases, GpuCurve, ScalarKind, G1, G2};
+use zkpipe_msm::{
+    BaseSource, Bases, CudaMsm, DeviceBases, DeviceQuery, DeviceSplit, GpuCurve, MsmResults,
+    SplitQuery, SplitScalars, Ticket, G1, G2,
+};
 use zkpipe_ntt::CudaNtt;
-use zkpipe_pinned::PinnedPool;
-use zkpipe_stream::{upload, GpuLock, VramBudget, VramGrant};
+use zkpipe_pinned::{PinnableVec, PinnedPool};
+use zkpipe_stream::{upload, GpuLock, Pinned, VramBudget, VramGrant};
 
-use crate::prover::{Assignment, G1Parts};
-use crate::stats::Counters;
+use crate::clock::StageClock;
+use crate::plan::{choose, DeviceLoad, HStep, JobPlan, JobShape};
+use crate::prover::{padded, Assignment, G1Parts, G1Query, WitnessQuery};
+use crate::stats::{Counters, JobReport};
 use crate::{ProveError, ProvingKey};
 
 const FR: usize = 32;
-const SLACK: usize = 64 << 20;
 /// Scalars per staging copy (64 MiB): the memcpy of one overlaps the DMA of the previous.
 const STAGE_CHUNK: usize = 1 << 21;
+/// How long a staging copy waits for pinned memory from the pool.
+const POOL_WAIT: Duration = Duration::from_secs(60);
 
 /// A key's points on one device, uploaded once and reused by every job of that key.
 #[derive(Debug)]
@@ -37,6 +46,16 @@ pub(crate) struct ResidentKey {
     _grant: VramGrant,
 }
 
+impl ResidentKey {
+    fn g1(&self, q: G1Query) -> &DeviceBases<G1> {
+        match q {
+            G1Query::L => &self.l,
+            G1Query::A => &self.a,
+            G1Query::B1 => &self.b_g1,
+        }
+    }
+}
+
 /// What the workers of one device share.
 #[derive(Debug)]
 pub(crate) struct DeviceShared {
@@ -46,24 +65,26 @@ pub(crate) struct DeviceShared {
     pub pinned: PinnedPool,
     pub g2_on_gpu: bool,
     pub keep_resident: bool,
+    pub workers: usize,
     baseline_used: usize,
     resident: Mutex<Option<(u64, Arc<ResidentKey>)>>,
-    /// Bytes of NTT tables granted to this device's workers: kept for the workers' lifetime,
-    /// so no job can ever use them.
-    tables_held: AtomicUsize,
+}
+
+/// How a device is set up for the engine.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DeviceSetup {
+    pub margin: usize,
+    pub cap: Option<usize>,
+    pub g2_on_gpu: bool,
+    pub keep_resident: bool,
+    pub pinned_bytes: usize,
+    pub workers: usize,
 }
 
 impl DeviceShared {
-    pub fn new(
-        ctx: Arc<Context>,
-        margin: usize,
-        cap: Option<usize>,
-        g2_on_gpu: bool,
-        keep_resident: bool,
-        pinned_bytes: usize,
-    ) -> Result<Self, zkpipe_cuda::Error> {
-        let budget = VramBudget::from_device(&ctx, margin, cap)?;
-        let pinned = PinnedPool::new(&ctx, pinned_bytes.max(2 * STAGE_CHUNK * FR));
+    pub fn new(ctx: Arc<Context>, setup: DeviceSetup) -> Result<Self, zkpipe_cuda::Error> {
+        let budget = VramBudget::from_device(&ctx, setup.margin, setup.cap)?;
+        let pinned = PinnedPool::new(&ctx, setup.pinned_bytes.max(2 * STAGE_CHUNK * FR));
         let m = ctx.mem_info()?;
         Ok(Self {
             lock: GpuLock::for_device(ctx.ordinal()),
@@ -71,10 +92,10 @@ impl DeviceShared {
             ctx,
             budget,
             pinned,
-            g2_on_gpu,
-            keep_resident,
+            g2_on_gpu: setup.g2_on_gpu,
+            keep_resident: setup.keep_resident,
+            workers: setup.workers.max(1),
             resident: Mutex::new(None),
-            tables_held: AtomicUsize::new(0),
         })
     }
 
@@ -85,31 +106,67 @@ impl DeviceShared {
     }
 }
 
-/// Timing events around the H step (0..1) and the MSMs (2..3), read once they completed.
-struct Marks([Event; 4]);
-
-impl Marks {
-    fn new(ctx: &Arc<Context>) -> Result<Self, zkpipe_cuda::Error> {
-        let e = || Event::timed(ctx);
-        Ok(Self([e()?, e()?, e()?, e()?]))
-    }
-
-    fn record(&self, i: usize, stream: &Stream) -> Result<(), zkpipe_cuda::Error> {
-        self.0[i].record(stream)
-    }
-
-    /// Milliseconds on the device from mark `a` to mark `b`.
-    fn ms(&self, a: usize, b: usize) -> Result<f64, zkpipe_cuda::Error> {
-        Ok(f64::from(self.0[a].elapsed_ms(&self.0[b])?))
-    }
-}
-
 fn g1_bytes(n: usize) -> usize {
     n * std::mem::size_of::<G1Affine>()
 }
 
 fn g2_bytes(n: usize) -> usize {
     n * std::mem::size_of::<blstrs::G2Affine>()
+}
+
+/// A job's witness on the device (and c, in the three-vector plan, page-locked on the host).
+struct Staged {
+    a: DeviceBuffer<Fr>,
+    b: DeviceBuffer<Fr>,
+    c: StagedC,
+    split: DeviceSplit,
+    /// Bitmaps of L, A and B (B1 and B2 share B's).
+    queries: [DeviceQuery; 3],
+    bytes: u64,
+}
+
+enum StagedC {
+    Device(DeviceBuffer<Fr>),
+    Host(PinnableVec<Scalar>),
+}
+
+/// The split witness on the host, before staging.
+struct SplitWitness {
+    split: Arc<SplitScalars>,
+    queries: [SplitQuery; 3],
+}
+
+impl SplitWitness {
+    fn of(z: &Assignment) -> Result<Self, ProveError> {
+        let msm = |source| ProveError::Msm { query: "z", source };
+        let split = Arc::new(SplitScalars::of(&z.z).map_err(msm)?);
+        let q = |w: WitnessQuery| SplitQuery::new(&split, &z.density(w)).map_err(msm);
+        let queries = [
+            q(WitnessQuery::L)?,
+            q(WitnessQuery::A)?,
+            q(WitnessQuery::B1)?,
+        ];
+        Ok(Self { split, queries })
+    }
+
+    fn device_bytes(&self) -> usize {
+        let tail = self.split.tail().len() * (FR + 4);
+        tail + self
+            .queries
+            .iter()
+            .map(SplitQuery::device_bytes)
+            .sum::<usize>()
+    }
+}
+
+/// The MSMs of a job, enqueued and waited for; summed after the lock is let go.
+struct MsmSums {
+    g1: MsmResults<G1>,
+    /// H's MSM (none for a one-point domain, whose h is empty).
+    h: Option<Ticket>,
+    /// L, A, B1.
+    tickets: Vec<Ticket>,
+    g2: Option<(MsmResults<G2>, Ticket)>,
 }
 
 /// One worker's stage implementations on a device.
@@ -127,9 +184,10 @@ pub(crate) struct GpuWorker {
 impl GpuWorker {
     pub fn new(dev: Arc<DeviceShared>) -> Result<Self, ProveError> {
         let d = dev.ctx.ordinal();
+        let memory = dev.budget.capacity();
         Ok(Self {
             copy: Stream::new(&dev.ctx).map_err(|e| ProveError::device(d, e))?,
-            ntt: CudaNtt::new(&dev.ctx).map_err(|e| ProveError::device(d, e))?,
+            ntt: CudaNtt::for_memory(&dev.ctx, memory).map_err(|e| ProveError::device(d, e))?,
             msm: CudaMsm::new(&dev.ctx).map_err(|e| ProveError::device(d, e))?,
             tables: Mutex::new(HashMap::new()),
             dev,
@@ -144,6 +202,166 @@ impl GpuWorker {
         ProveError::device(self.ordinal(), e)
     }
 
+    /// The G1 stage of one job (and B2 when G2 runs on the GPU): admission, staging, the H
+    /// step and the MSMs. Returns the sums and the job's report.
+    pub fn g1_stage(
+        &self,
+        job: u64,
+        key: &ProvingKey,
+        abc: [Vec<Scalar>; 3],
+        z: &Assignment,
+        stats: &Counters,
+    ) -> Result<(G1Parts, Option<G2Projective>, JobReport), ProveError> {
+        let t = Instant::now();
+        let witness = SplitWitness::of(z)?;
+        let (plan, resident, grant) = self.admit(key, &witness)?;
+        let staged = self.stage(&plan, key.domain_size(), abc, witness, stats)?;
+        let staging_ms = t.elapsed().as_secs_f64() * 1e3;
+        Counters::add(&stats.stage_ns, t.elapsed());
+        self.dev.sample(stats);
+
+        let guard = self.dev.lock.lock();
+        let mut clock =
+            StageClock::start(&self.dev.ctx, self.ntt.stream()).map_err(|e| self.err(e))?;
+        let t = Instant::now();
+        let Staged {
+            a,
+            b,
+            c,
+            split,
+            queries,
+            bytes,
+        } = staged;
+        let h = match key.domain_size() {
+            1 => None, // a one-point domain: h has no coefficients
+            _ => Some(self.h_step(a, b, c)?),
+        };
+        clock
+            .mark("h_step", self.ntt.stream())
+            .map_err(|e| self.err(e))?;
+        Counters::add(&stats.h_ns, t.elapsed());
+        self.dev.sample(stats);
+        let t = Instant::now();
+        let staged_split = (split, queries);
+        let sums = self.msms(
+            &plan,
+            key,
+            resident.as_deref(),
+            h.as_ref(),
+            &staged_split,
+            &mut clock,
+        );
+        self.dev.sample(stats);
+        drop((h, staged_split));
+        let sums = sums?;
+        Counters::add(&stats.g1_ns, t.elapsed());
+        let lock_ms = guard.held_for().as_secs_f64() * 1e3;
+        Counters::add(&stats.lock_ns, guard.held_for());
+        drop(guard);
+        drop(grant);
+
+        let device_ms = clock.stages().map_err(|e| self.err(e))?;
+        let (parts, b2) = sums.combine().map_err(|e| self.err(e))?;
+        let report = JobReport {
+            job,
+            plan: describe(&plan, resident.is_some()),
+            device_ms,
+            staging_ms,
+            lock_ms,
+            g2_cpu_ms: 0.0,
+            uploaded_bytes: bytes,
+        };
+        self.record(stats, &report);
+        Ok((parts, b2, report))
+    }
+
+    fn record(&self, stats: &Counters, r: &JobReport) {
+        let h_ms: f64 = r
+            .device_ms
+            .iter()
+            .filter(|s| s.0 == "h_step")
+            .map(|s| s.1)
+            .sum();
+        Counters::add_ms(&stats.h_gpu_ns, h_ms);
+        Counters::add_ms(&stats.msm_gpu_ns, r.device_total_ms() - h_ms);
+        let span = tracing::Span::current();
+        span.record("upload_bytes", r.uploaded_bytes);
+        span.record("h_gpu_ms", h_ms);
+        span.record("msm_gpu_ms", r.device_total_ms() - h_ms);
+        tracing::info!(
+            job = r.job,
+            plan = %r.plan,
+            upload_bytes = r.uploaded_bytes,
+            device_ms = ?r.device_ms,
+            staging_ms = r.staging_ms,
+            lock_ms = r.lock_ms,
+            "g1 stage done"
+        );
+    }
+
+    /// Admission: the plan for this job on this device, the resident key if it is kept, and
+    /// a grant of the plan's bytes (waited for; a plan that can never fit is an error naming
+    /// its bytes and what the budget leaves for jobs).
+    fn admit(
+        &self,
+        key: &ProvingKey,
+        witness: &SplitWitness,
+    ) -> Result<(JobPlan, Option<Arc<ResidentKey>>, VramGrant), ProveError> {
+        let n = key.domain_size();
+        let log_n = n.trailing_zeros();
+        self.grant_tables(log_n)?;
+        let shape = JobShape {
+            n,
+            split: witness.device_bytes(),
+            largest_msm: key.query_lens().into_iter().max().unwrap_or(0).max(n),
+        };
+        let resident = self.resident(key, &shape)?;
+        let load = self.load(log_n, resident.as_ref().map(|_| self.key_bytes(key)));
+        let streamed = resident.is_none();
+        let plan =
+            choose(&load, &shape, &|chunk| self.msm_bytes(chunk, streamed)).map_err(|e| {
+                ProveError::TooLargeForDevice {
+                    device: self.ordinal(),
+                    needed: e.needed,
+                    capacity: e.available,
+                }
+            })?;
+        let grant = self.dev.budget.acquire(plan.bytes, None)?;
+        Ok((plan, resident, grant))
+    }
+
+    /// What the device holds for good: a resident key of `key_bytes`, every worker's tables.
+    fn load(&self, log_n: u32, key_bytes: Option<usize>) -> DeviceLoad {
+        DeviceLoad {
+            capacity: self.dev.budget.capacity(),
+            resident_key: key_bytes.unwrap_or(0),
+            tables: self.ntt.table_bytes(log_n),
+            workers: self.dev.workers,
+        }
+    }
+
+    /// Device bytes of a job's MSM batches at `chunk` points: G1 (H, L, A, B1) and, when G2
+    /// runs on the GPU, B2 in chunks of half as many (larger) points.
+    fn msm_bytes(&self, chunk: usize, streamed: bool) -> usize {
+        let g1 = self.msm.batch_bytes::<G1>(chunk, 4, streamed);
+        let g2 = match self.dev.g2_on_gpu {
+            true => self.msm.batch_bytes::<G2>(g2_chunk(chunk), 1, streamed),
+            false => 0,
+        };
+        g1 + g2
+    }
+
+    /// Grants this worker's NTT tables for 2^log_n once; they stay for the worker's life.
+    fn grant_tables(&self, log_n: u32) -> Result<(), ProveError> {
+        let mut tables = self.tables.lock().unwrap_or_else(|p| p.into_inner());
+        if tables.contains_key(&log_n) {
+            return Ok(());
+        }
+        let bytes = self.ntt.table_bytes(log_n);
+        tables.insert(log_n, self.dev.budget.acquire(bytes, None)?);
+        Ok(())
+    }
+
     /// Device bytes of a key's points.
     fn key_bytes(&self, key: &ProvingKey) -> usize {
         let [h, l, a, b1, b2] = key.query_lens();
@@ -151,27 +369,14 @@ impl GpuWorker {
         g1_bytes(h + 1 + l + a + b1) + g2
     }
 
-    /// Peak device bytes of one job, besides the key's points (`+ bases` when not resident).
-    fn job_bytes(&self, key: &ProvingKey, resident: bool) -> usize {
-        let n = key.domain_size();
-        let [_, l, a, b1, b2] = key.query_lens();
-        let scalars = (l + a + b1) * FR;
-        let largest = n.max(l).max(a).max(b1);
-        let mut work = self.msm.resident_bytes::<G1>(largest);
-        if self.dev.g2_on_gpu {
-            work = work.max(self.msm.resident_bytes::<G2>(b2));
-        }
-        let bases = if resident {
-            0
-        } else {
-            g1_bytes(largest).max(if self.dev.g2_on_gpu { g2_bytes(b2) } else { 0 })
-        };
-        scalars + (4 * n * FR).max(n * FR + work + bases) + SLACK
-    }
-
-    /// The key on this device, uploading it the first time; `None` when the budget cannot
-    /// hold it beside a job (then each MSM uploads its bases, inside the lock).
-    fn resident(&self, key: &ProvingKey) -> Result<Option<Arc<ResidentKey>>, ProveError> {
+    /// The key on this device, uploading it the first time; `None` when it is not kept
+    /// resident or no plan of a job of `shape` fits beside it (then bases are streamed from the
+    /// host: from where the key is page-locked, else, slowly, from pageable memory).
+    fn resident(
+        &self,
+        key: &ProvingKey,
+        shape: &JobShape,
+    ) -> Result<Option<Arc<ResidentKey>>, ProveError> {
         if !self.dev.keep_resident {
             return Ok(None);
         }
@@ -184,18 +389,13 @@ impl GpuWorker {
         // One key at a time: a new key replaces the old one (jobs still using it keep it alive).
         *slot = None;
         let bytes = self.key_bytes(key);
-        let log_n = key.domain_size().trailing_zeros();
-        let mine = match self.tables.lock().map(|t| t.contains_key(&log_n)) {
-            Ok(true) => 0,
-            _ => self.ntt.table_bytes(log_n),
-        };
-        let tables = self.dev.tables_held.load(Ordering::Relaxed) + mine;
-        if bytes + tables + self.job_bytes(key, true) > self.dev.budget.capacity() {
+        let load = self.load(shape.n.trailing_zeros(), Some(bytes));
+        if choose(&load, shape, &|chunk| self.msm_bytes(chunk, false)).is_err() {
             tracing::warn!(
                 device = self.ordinal(),
                 key_bytes = bytes,
                 capacity = self.dev.budget.capacity(),
-                "the proving key does not fit beside a job: bases are uploaded for every MSM"
+                "the proving key does not fit beside a job: bases are streamed from the page-locked key"
             );
             return Ok(None);
         }
@@ -210,14 +410,13 @@ impl GpuWorker {
             l: up(&key.l)?,
             a: up(&key.a)?,
             b_g1: up(&key.b_g1)?,
-            b_g2: if self.dev.g2_on_gpu {
-                Some(
+            b_g2: match self.dev.g2_on_gpu {
+                true => Some(
                     self.msm
                         .upload_bases::<G2>(&key.b_g2)
                         .map_err(|e| self.err(e))?,
-                )
-            } else {
-                None
+                ),
+                false => None,
             },
             _grant: grant,
         });
@@ -233,208 +432,256 @@ impl GpuWorker {
         Ok(Some(k))
     }
 
+    /// Staging, outside the lock: a, b (and c, unless the plan copies it in later from
+    /// page-locked memory) and the split witness go to the device.
+    fn stage(
+        &self,
+        plan: &JobPlan,
+        n: usize,
+        abc: [Vec<Scalar>; 3],
+        witness: SplitWitness,
+        stats: &Counters,
+    ) -> Result<Staged, ProveError> {
+        let [a, b, c] = abc;
+        let pad = n.saturating_sub(a.len());
+        let mut bytes = 0u64;
+        let mut up = |v: &[Fr], pad: usize| -> Result<DeviceBuffer<Fr>, ProveError> {
+            bytes += std::mem::size_of_val(v) as u64;
+            self.upload(v, pad, stats)
+        };
+        let a_dev = up(cast::scalars_as_fr(&a), pad)?;
+        drop(a);
+        let b_dev = up(cast::scalars_as_fr(&b), pad)?;
+        drop(b);
+        let c = match plan.h_step {
+            HStep::Four => StagedC::Device(up(cast::scalars_as_fr(&c), pad)?),
+            HStep::Three => {
+                let v = PinnableVec::new(padded(c, n));
+                v.pin(&self.dev.ctx).map_err(|e| self.err(e))?;
+                StagedC::Host(v)
+            }
+        };
+        let s = &witness.split;
+        let tail = up(s.tail(), 0)?;
+        let index = self.upload(s.tail_index(), 0, stats)?;
+        bytes += std::mem::size_of_val(s.tail_index()) as u64;
+        let split = DeviceSplit::new(Arc::clone(s), tail, index).map_err(|e| self.err(e))?;
+        let [l, qa, qb] = witness.queries;
+        let mut query = |q: SplitQuery| -> Result<DeviceQuery, ProveError> {
+            let [d, p, s, sp] = q.bitmaps();
+            let mut maps = Vec::with_capacity(4);
+            for m in [d, p, s, sp] {
+                bytes += std::mem::size_of_val(m) as u64;
+                maps.push(self.upload(m, 0, stats)?);
+            }
+            let maps: [DeviceBuffer<u32>; 4] = maps
+                .try_into()
+                .map_err(|_| self.err("query bitmaps: four expected"))?;
+            DeviceQuery::new(q, maps).map_err(|e| self.err(e))
+        };
+        let queries = [query(l)?, query(qa)?, query(qb)?];
+        Ok(Staged {
+            a: a_dev,
+            b: b_dev,
+            c,
+            split,
+            queries,
+            bytes,
+        })
+    }
+
     /// Copies `v` to a new device buffer through pinned staging buffers from the device's
     /// pool, chunk by chunk on this worker's copy stream (the memcpy of a chunk overlaps the
     /// DMA of the one before); returns once the copies are done. `pad` zeros follow `v`.
-    fn upload(
+    fn upload<T: Pod + Send + Sync>(
         &self,
-        v: &[Scalar],
+        v: &[T],
         pad: usize,
         stats: &Counters,
-    ) -> Result<DeviceBuffer<Fr>, ProveError> {
+    ) -> Result<DeviceBuffer<T>, ProveError> {
         let t = Instant::now();
-        let src = cast::scalars_as_fr(v);
         let mut dev =
-            DeviceBuffer::<Fr>::alloc(&self.dev.ctx, src.len() + pad).map_err(|e| self.err(e))?;
+            DeviceBuffer::<T>::alloc(&self.dev.ctx, v.len() + pad).map_err(|e| self.err(e))?;
         if pad > 0 {
             dev.zero_async(&self.copy).map_err(|e| self.err(e))?;
         }
-        for (i, chunk) in src.chunks(STAGE_CHUNK).enumerate() {
+        let per = (STAGE_CHUNK * FR / std::mem::size_of::<T>().max(1)).max(1);
+        for (i, chunk) in v.chunks(per).enumerate() {
             let mut host = self
                 .dev
                 .pinned
-                .acquire::<Fr>(chunk.len(), std::time::Duration::from_secs(60))
+                .acquire::<T>(chunk.len(), POOL_WAIT)
                 .map_err(|e| self.err(e))?;
             host.par_chunks_mut(1 << 14)
                 .zip(chunk.par_chunks(1 << 14))
                 .for_each(|(d, s)| d.copy_from_slice(s));
-            upload(&self.copy, host, &mut dev, i * STAGE_CHUNK)
+            upload(&self.copy, host, &mut dev, i * per)
                 .map_err(|e| self.err(e))?
                 .release();
         }
         self.copy.synchronize().map_err(|e| self.err(e))?;
         Counters::add(&stats.upload_ns, t.elapsed());
-        stats.upload_bytes.fetch_add(
-            std::mem::size_of_val(v) as u64,
-            std::sync::atomic::Ordering::Relaxed,
-        );
+        stats
+            .upload_bytes
+            .fetch_add(std::mem::size_of_val(v) as u64, Ordering::Relaxed);
         Ok(dev)
     }
 
-    /// One query's MSM: with its resident points, or with its points uploaded now (from the
-    /// page-locked key, `pad` identities after them) and freed after it.
-    #[allow(clippy::too_many_arguments)]
-    fn query_msm<C: GpuCurve>(
+    /// The H step: h's n coefficients on the device (the last is zero and meets no base).
+    fn h_step(
         &self,
-        resident: Option<&DeviceBases<C>>,
-        host: &Bases<C::Affine>,
-        pad: usize,
-        scalars: &DeviceBuffer<Fr>,
-        kind: ScalarKind,
-        query: &'static str,
-    ) -> Result<C::Projective, ProveError> {
-        let e = |e: zkpipe_msm::CudaError| ProveError::Msm {
-            query,
-            source: zkpipe_msm::MsmError::device(e),
-        };
-        match resident {
-            Some(b) => self.msm.msm_device::<C>(b, scalars, kind).map_err(e),
-            None => {
-                let b = self.msm.upload_bases_padded::<C>(host, pad).map_err(e)?;
-                self.msm.msm_device::<C>(&b, scalars, kind).map_err(e)
+        a: DeviceBuffer<Fr>,
+        b: DeviceBuffer<Fr>,
+        c: StagedC,
+    ) -> Result<DeviceBuffer<Fr>, ProveError> {
+        match c {
+            StagedC::Device(c) => Ok(self.ntt.h_step_device(a, b, c)?),
+            StagedC::Host(c) => {
+                let view = Pinned::of_pinnable(&c, cast::scalars_as_fr)
+                    .ok_or_else(|| self.err("c is not page-locked"))?;
+                Ok(self.ntt.h_step_three(a, b, view)?)
             }
         }
     }
 
-    /// The H step and the G1 MSMs (and B2 when G2 runs on the GPU) of one job.
-    pub fn g1_stage(
+    /// The MSMs, enqueued back to back (H, L, A, B1, then B2 when G2 runs on the GPU), each
+    /// marked on the clock, and waited for once.
+    fn msms(
         &self,
-        job: u64,
+        plan: &JobPlan,
         key: &ProvingKey,
-        abc: [Vec<Scalar>; 3],
-        z: &Assignment,
-        stats: &Counters,
-    ) -> Result<(G1Parts, Option<G2Projective>), ProveError> {
-        let n = key.domain_size();
-        let resident = self.resident(key)?;
-        let needed = self.job_bytes(key, resident.is_some());
-        let log_n = n.trailing_zeros();
-        let mut tables = self.tables.lock().unwrap_or_else(|p| p.into_inner());
-        let table_bytes = match tables.contains_key(&log_n) {
-            true => 0,
-            false => self.ntt.table_bytes(log_n),
+        resident: Option<&ResidentKey>,
+        h: Option<&DeviceBuffer<Fr>>,
+        (split, queries): &(DeviceSplit, [DeviceQuery; 3]),
+        clock: &mut StageClock,
+    ) -> Result<MsmSums, ProveError> {
+        let staged = |q: WitnessQuery| match q {
+            WitnessQuery::L => &queries[0],
+            WitnessQuery::A => &queries[1],
+            WitnessQuery::B1 | WitnessQuery::B2 => &queries[2],
         };
-        // Tables stay granted, to this worker and to the others: a job must fit beside all.
-        let capacity = self.dev.budget.capacity();
-        let held = self.dev.tables_held.load(Ordering::Relaxed);
-        if needed + table_bytes + held > capacity {
-            return Err(ProveError::TooLargeForDevice {
-                device: self.ordinal(),
-                needed: needed + table_bytes + held,
-                capacity,
-            });
-        }
-        if table_bytes > 0 {
-            tables.insert(log_n, self.dev.budget.acquire(table_bytes, None)?);
-            self.dev
-                .tables_held
-                .fetch_add(table_bytes, Ordering::Relaxed);
-        }
-        drop(tables);
-        let grant = self.dev.budget.acquire(needed, None)?;
-        // Staging, outside the lock: a, b, c and the MSM scalars go to the device.
-        let t = Instant::now();
-        let [a, b, c] = abc;
-        let abc_dev = if n > 1 {
-            let m = a.len();
-            Some([
-                self.upload(&a, n - m, stats)?,
-                self.upload(&b, n - m, stats)?,
-                self.upload(&c, n - m, stats)?,
-            ])
-        } else {
-            None
+        let s = self.msm.stream();
+        let msm_err = |query: &'static str| {
+            move |e: zkpipe_msm::CudaError| ProveError::Msm {
+                query,
+                source: zkpipe_msm::MsmError::device(e),
+            }
         };
-        // The MSM scalars go up now too; the bases are resident, or uploaded per MSM inside
-        // the lock (straight from the page-locked key).
-        let scalars = [
-            self.upload(z.aux(), 0, stats)?,
-            self.upload(&z.a_density.select(&z.z), 0, stats)?,
-            self.upload(&z.b_density.select(&z.z), 0, stats)?,
-        ];
-        let staged_bytes = FR
-            * (abc_dev.as_ref().map_or(0, |_| 3 * a.len())
-                + z.aux().len()
-                + z.a_density.selected()
-                + z.b_density.selected());
-        Counters::add(&stats.stage_ns, t.elapsed());
-        self.dev.sample(stats);
-        tracing::debug!(job, n, bytes = needed, "staged");
-
-        let guard = self.dev.lock.lock();
-        let t = Instant::now();
-        let marks = Marks::new(&self.dev.ctx).map_err(|e| self.err(e))?;
-        marks
-            .record(0, self.ntt.stream())
-            .map_err(|e| self.err(e))?;
-        let h_dev = match abc_dev {
-            Some([a, b, c]) => {
-                let h = self.ntt.h_step_device(a, b, c)?;
-                Some(h)
+        let mut g1 = self.msm.batch::<G1>(plan.chunk).map_err(msm_err("h"))?;
+        let th = match h {
+            Some(h) => {
+                let bases = source::<G1>(resident.map(|k| &k.h), &key.h);
+                let n = bases.len();
+                let t = g1.dense(bases, h, n).map_err(msm_err("h"))?;
+                clock.mark("msm_h", s).map_err(|e| self.err(e))?;
+                Some(t)
             }
             None => None,
         };
-        marks
-            .record(1, self.ntt.stream())
-            .map_err(|e| self.err(e))?;
-        self.ntt.synchronize()?;
-        Counters::add(&stats.h_ns, t.elapsed());
-        self.dev.sample(stats);
-        let t = Instant::now();
-        marks
-            .record(2, self.msm.stream())
-            .map_err(|e| self.err(e))?;
-        let [l_s, a_s, b_s] = scalars;
-        let k = resident.as_deref();
-        let h = match &h_dev {
-            Some(h) => {
-                self.query_msm::<G1>(k.map(|k| &k.h), &key.h, 1, h, ScalarKind::Dense, "h")?
+        let mut tickets = Vec::with_capacity(3);
+        for q in G1Query::ALL {
+            let name = q.query().name();
+            let bases = source::<G1>(resident.map(|k| k.g1(q)), key.g1_query(q));
+            let t = g1
+                .split(bases, split, staged(q.query()))
+                .map_err(msm_err(name))?;
+            tickets.push(t);
+            clock
+                .mark(stage_name(q.query()), s)
+                .map_err(|e| self.err(e))?;
+        }
+        let g2 = match self.dev.g2_on_gpu {
+            true => {
+                let q = WitnessQuery::B2;
+                let mut batch = self
+                    .msm
+                    .batch::<G2>(g2_chunk(plan.chunk))
+                    .map_err(msm_err(q.name()))?;
+                let bases = source::<G2>(resident.and_then(|k| k.b_g2.as_ref()), &key.b_g2);
+                let t = batch
+                    .split(bases, split, staged(q))
+                    .map_err(msm_err(q.name()))?;
+                clock.mark(stage_name(q), s).map_err(|e| self.err(e))?;
+                Some((batch, t))
             }
+            false => None,
+        };
+        let g1 = g1.finish().map_err(msm_err("g1"))?;
+        let g2 = match g2 {
+            Some((batch, t)) => Some((batch.finish().map_err(msm_err("b_g2"))?, t)),
+            None => None,
+        };
+        Ok(MsmSums {
+            g1,
+            h: th,
+            tickets,
+            g2,
+        })
+    }
+}
+
+impl MsmSums {
+    /// The sums, on the host.
+    fn combine(self) -> Result<(G1Parts, Option<G2Projective>), zkpipe_msm::CudaError> {
+        let h = match self.h {
+            Some(t) => self.g1.sum(t)?,
             None => G1Projective::identity(),
         };
-        drop(h_dev);
-        let auto = ScalarKind::Auto;
-        let parts = G1Parts {
-            h,
-            l: self.query_msm::<G1>(k.map(|k| &k.l), &key.l, 0, &l_s, auto, "l")?,
-            a: self.query_msm::<G1>(k.map(|k| &k.a), &key.a, 0, &a_s, auto, "a")?,
-            b1: self.query_msm::<G1>(k.map(|k| &k.b_g1), &key.b_g1, 0, &b_s, auto, "b_g1")?,
+        let mut sums = [G1Projective::identity(); 3];
+        for (sum, t) in sums.iter_mut().zip(&self.tickets) {
+            *sum = self.g1.sum(*t)?;
+        }
+        let parts = G1Parts::new(h, sums);
+        let b2 = match &self.g2 {
+            Some((r, t)) => Some(r.sum(*t)?),
+            None => None,
         };
-        drop((l_s, a_s));
-        let b2 = if self.dev.g2_on_gpu {
-            let res = k.and_then(|k| k.b_g2.as_ref());
-            Some(self.query_msm::<G2>(res, &key.b_g2, 0, &b_s, auto, "b_g2")?)
-        } else {
-            None
-        };
-        drop(b_s);
-        marks
-            .record(3, self.msm.stream())
-            .map_err(|e| self.err(e))?;
-        Counters::add(&stats.g1_ns, t.elapsed());
-        self.dev.sample(stats);
-        self.dev.ctx.synchronize().map_err(|e| self.err(e))?;
-        let lock_ms = guard.held_for().as_secs_f64() * 1e3;
-        Counters::add(&stats.lock_ns, guard.held_for());
-        drop(guard);
-        drop(grant);
-        let h_gpu_ms = marks.ms(0, 1).map_err(|e| self.err(e))?;
-        let msm_gpu_ms = marks.ms(2, 3).map_err(|e| self.err(e))?;
-        Counters::add_ms(&stats.h_gpu_ns, h_gpu_ms);
-        Counters::add_ms(&stats.msm_gpu_ns, msm_gpu_ms);
-        let span = tracing::Span::current();
-        span.record("upload_bytes", staged_bytes);
-        span.record("h_gpu_ms", h_gpu_ms);
-        span.record("msm_gpu_ms", msm_gpu_ms);
-        tracing::info!(
-            job,
-            n,
-            upload_bytes = staged_bytes,
-            h_gpu_ms,
-            msm_gpu_ms,
-            lock_ms,
-            "g1 stage done"
-        );
         Ok((parts, b2))
     }
+}
+
+/// Bases on the device when the key is resident, else streamed from the host.
+fn source<'a, C: GpuCurve>(
+    resident: Option<&'a DeviceBases<C>>,
+    host: &'a Bases<C::Affine>,
+) -> BaseSource<'a, C> {
+    match resident {
+        Some(r) => BaseSource::Resident(r),
+        None => BaseSource::host(host),
+    }
+}
+
+/// The G2 batch's chunk: half the G1 chunk's points (each twice the size).
+fn g2_chunk(chunk: usize) -> usize {
+    (chunk / 2).max(crate::plan::MIN_CHUNK)
+}
+
+fn stage_name(q: WitnessQuery) -> &'static str {
+    match q {
+        WitnessQuery::L => "msm_l",
+        WitnessQuery::A => "msm_a",
+        WitnessQuery::B1 => "msm_b_g1",
+        WitnessQuery::B2 => "msm_b_g2",
+    }
+}
+
+fn describe(plan: &JobPlan, resident: bool) -> String {
+    format!(
+        "H step in {} vectors, MSMs in chunks of 2^{} points, bases {}{}",
+        match plan.h_step {
+            HStep::Four => 4,
+            HStep::Three => 3,
+        },
+        plan.chunk.trailing_zeros(),
+        if resident {
+            "resident"
+        } else {
+            "streamed from the page-locked key"
+        },
+        if plan.side_by_side {
+            ", two jobs side by side"
+        } else {
+            ""
+        }
+    )
 }

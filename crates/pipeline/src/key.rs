@@ -172,6 +172,16 @@ impl ProvingKey {
         self.l.len()
     }
 
+    /// The bases of a G1 witness query.
+    pub(crate) fn g1_query(&self, q: crate::prover::G1Query) -> &Bases<G1Affine> {
+        use crate::prover::G1Query;
+        match q {
+            G1Query::L => &self.l,
+            G1Query::A => &self.a,
+            G1Query::B1 => &self.b_g1,
+        }
+    }
+
     /// Point counts of the queries: h, l, a, b_g1, b_g2.
     pub fn query_lens(&self) -> [usize; 5] {
         [

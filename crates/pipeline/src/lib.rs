@@ -21,10 +21,12 @@
 //! # let _ = bytes; Ok(()) }
 //! ```
 
+mod clock;
 mod engine;
 mod error;
 mod gpu;
 mod key;
+mod plan;
 mod proof;
 pub mod prover;
 mod stats;
@@ -35,5 +37,5 @@ pub use engine::{Backend, Config, Engine, G2Placement, JobHandle, Randomness};
 pub use error::ProveError;
 pub use key::{KeyParts, ProvingKey, VerifyingKey};
 pub use proof::{verify, PreparedVerifyingKey, Proof, PROOF_BYTES};
-pub use stats::EngineStats;
+pub use stats::{EngineStats, JobReport};
 pub use witness::Witness;

@@ -4,7 +4,7 @@
 
 use blstrs::{G1Projective, G2Projective, Scalar};
 use ff::Field;
-use group::Curve;
+use group::{Curve, Group};
 use zkpipe_msm::{Density, Msm};
 use zkpipe_ntt::Ntt;
 
@@ -44,6 +44,64 @@ impl Assignment {
     pub fn aux(&self) -> &[Scalar] {
         &self.z[self.inputs..]
     }
+
+    /// Which variables of z `query` has bases for: L every aux variable, A and B their
+    /// density bitmaps. Every backend sums `query`'s bases against z through this bitmap.
+    pub fn density(&self, query: WitnessQuery) -> Density {
+        match query {
+            WitnessQuery::L => Density::from_bools(vec![false; self.inputs])
+                .concat(&Density::all(self.aux().len())),
+            WitnessQuery::A => self.a_density.clone(),
+            WitnessQuery::B1 | WitnessQuery::B2 => self.b_density.clone(),
+        }
+    }
+}
+
+/// The queries whose scalars are the assignment z (the H query's are h's coefficients).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WitnessQuery {
+    /// aux · l (G1).
+    L,
+    /// z · a over A's density (G1).
+    A,
+    /// z · b_g1 over B's density (G1).
+    B1,
+    /// z · b_g2 over B's density (G2).
+    B2,
+}
+
+/// The witness queries in G1, in the order the prover sums them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum G1Query {
+    L,
+    A,
+    B1,
+}
+
+impl G1Query {
+    /// All three.
+    pub const ALL: [G1Query; 3] = [G1Query::L, G1Query::A, G1Query::B1];
+
+    /// The query among all witness queries.
+    pub fn query(self) -> WitnessQuery {
+        match self {
+            G1Query::L => WitnessQuery::L,
+            G1Query::A => WitnessQuery::A,
+            G1Query::B1 => WitnessQuery::B1,
+        }
+    }
+}
+
+impl WitnessQuery {
+    /// The query's name in errors and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            WitnessQuery::L => "l",
+            WitnessQuery::A => "a",
+            WitnessQuery::B1 => "b_g1",
+            WitnessQuery::B2 => "b_g2",
+        }
+    }
 }
 
 /// The G1 results of a job.
@@ -53,6 +111,13 @@ pub struct G1Parts {
     pub l: G1Projective,
     pub a: G1Projective,
     pub b1: G1Projective,
+}
+
+impl G1Parts {
+    /// H's sum and the witness queries' sums, in [`G1Query::ALL`]'s order.
+    pub fn new(h: G1Projective, [l, a, b1]: [G1Projective; 3]) -> Self {
+        Self { h, l, a, b1 }
+    }
 }
 
 /// a, b, c padded with zeros to the domain size n.
@@ -85,22 +150,27 @@ pub fn g1_msms(
     h: &[Scalar],
     z: &Assignment,
 ) -> Result<G1Parts, ProveError> {
-    let m = |q: &'static str, r: Result<G1Projective, zkpipe_msm::MsmError>| {
-        r.map_err(|source| ProveError::Msm { query: q, source })
-    };
-    Ok(G1Parts {
-        h: m("h", msm.g1(&key.h, h, None))?,
-        l: m("l", msm.g1(&key.l, z.aux(), None))?,
-        a: m("a", msm.g1(&key.a, &z.z, Some(&z.a_density)))?,
-        b1: m("b_g1", msm.g1(&key.b_g1, &z.z, Some(&z.b_density)))?,
-    })
+    let h = msm
+        .g1(&key.h, h, None)
+        .map_err(|source| ProveError::Msm { query: "h", source })?;
+    let mut sums = [G1Projective::identity(); 3];
+    for (sum, q) in sums.iter_mut().zip(G1Query::ALL) {
+        *sum = msm
+            .g1(key.g1_query(q), &z.z, Some(&z.density(q.query())))
+            .map_err(|source| ProveError::Msm {
+                query: q.query().name(),
+                source,
+            })?;
+    }
+    Ok(G1Parts::new(h, sums))
 }
 
 /// The G2 MSM: B2.
 pub fn g2_msm(msm: &dyn Msm, key: &ProvingKey, z: &Assignment) -> Result<G2Projective, ProveError> {
-    msm.g2(&key.b_g2, &z.z, Some(&z.b_density))
+    let q = WitnessQuery::B2;
+    msm.g2(&key.b_g2, &z.z, Some(&z.density(q)))
         .map_err(|source| ProveError::Msm {
-            query: "b_g2",
+            query: q.name(),
             source,
         })
 }

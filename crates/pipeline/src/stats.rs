@@ -64,6 +64,34 @@ impl Counters {
     }
 }
 
+/// What one job did ([`crate::JobHandle::wait_report`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JobReport {
+    /// The job's number.
+    pub job: u64,
+    /// How the job used the device (empty on the CPU backend).
+    pub plan: String,
+    /// Device milliseconds of each stage, measured with CUDA events, in order: `h_step`, then
+    /// one entry per MSM (`msm_h`, `msm_l`, `msm_a`, `msm_b_g1`, and `msm_b_g2` when G2 runs on
+    /// the GPU). Empty on the CPU backend.
+    pub device_ms: Vec<(&'static str, f64)>,
+    /// Host milliseconds staging the job's uploads, outside the GPU lock.
+    pub staging_ms: f64,
+    /// Host milliseconds the job held the GPU lock.
+    pub lock_ms: f64,
+    /// Host milliseconds of the G2 MSM on the CPU (0 when it ran on the GPU).
+    pub g2_cpu_ms: f64,
+    /// Bytes the job copied to the device.
+    pub uploaded_bytes: u64,
+}
+
+impl JobReport {
+    /// The job's device milliseconds, all stages together.
+    pub fn device_total_ms(&self) -> f64 {
+        self.device_ms.iter().map(|(_, ms)| ms).sum()
+    }
+}
+
 /// What the engine has done so far. Times add up over jobs and workers.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct EngineStats {

@@ -133,6 +133,22 @@ impl<'h> CopyScope<'h> {
         self.track(stream)
     }
 
+    /// As [`CopyScope::upload`] from memory that may be pageable: the copy is stream-ordered
+    /// all the same (the driver stages pageable memory before the call returns), at pageable
+    /// speed (about a sixth of pinned on the H200).
+    pub fn upload_slice<T: Pod>(
+        &self,
+        stream: &Stream,
+        src: &'h [T],
+        dst: &mut DeviceBuffer<T>,
+        offset: usize,
+    ) -> Result<()> {
+        // SAFETY: `src` is borrowed for 'h, which outlives the copy_scope call; copy_scope
+        // waits for the event recorded below before it returns (or unwinds).
+        unsafe { dst.copy_from_host_async_at(offset, src, stream) }?;
+        self.track(stream)
+    }
+
     /// Enqueues a copy of `src[offset..offset + dst.len()]` into `dst` on `stream`.
     pub fn download<T: Pod>(
         &self,

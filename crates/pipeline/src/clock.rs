@@ -1,0 +1,46 @@
+//! Device time of a job's stages: one timed event recorded on a stream where each stage ends,
+//! read once the work is done. The one timing facility of the GPU worker.
+
+use std::sync::Arc;
+
+use zkpipe_cuda::{Context, Event, Stream};
+
+/// Events at stage boundaries; stage k runs from mark k - 1 (or the start) to mark k.
+#[derive(Debug)]
+pub(crate) struct StageClock {
+    ctx: Arc<Context>,
+    start: Event,
+    marks: Vec<(&'static str, Event)>,
+}
+
+impl StageClock {
+    /// A clock started on `stream` now.
+    pub fn start(ctx: &Arc<Context>, stream: &Stream) -> Result<Self, zkpipe_cuda::Error> {
+        let start = Event::timed(ctx)?;
+        start.record(stream)?;
+        Ok(Self {
+            ctx: Arc::clone(ctx),
+            start,
+            marks: Vec::new(),
+        })
+    }
+
+    /// Marks the end of stage `name` after the work enqueued so far on `stream`.
+    pub fn mark(&mut self, name: &'static str, stream: &Stream) -> Result<(), zkpipe_cuda::Error> {
+        let e = Event::timed(&self.ctx)?;
+        e.record(stream)?;
+        self.marks.push((name, e));
+        Ok(())
+    }
+
+    /// Each stage's device milliseconds, in order (the work must be done).
+    pub fn stages(&self) -> Result<Vec<(&'static str, f64)>, zkpipe_cuda::Error> {
+        let mut prev = &self.start;
+        let mut out = Vec::with_capacity(self.marks.len());
+        for (name, e) in &self.marks {
+            out.push((*name, f64::from(prev.elapsed_ms(e)?)));
+            prev = e;
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,227 @@
+//! The job plan: how a job uses a device, chosen at admission from the VRAM budget. A pure
+//! function of the budget, what the device holds for good (a resident key, every worker's NTT
+//! tables) and the job's sizes, so that it is tested without a GPU.
+//!
+//! A job holds, under one grant: a, b (and c) staged before the lock, the split witness, then
+//! inside the lock the H step's vectors, and after them h with the MSM batches. Plans, fastest
+//! first: the H step in four vectors, else in three (c copied in from pinned host memory after
+//! a·b is interpolated); the MSMs in chunks as large as fit (a chunk bounds a Pippenger's
+//! workspace, and the point buffers when bases are streamed). Two jobs side by side are
+//! preferred to a larger chunk, so that one worker stages while the other computes.
+
+/// Bytes of one field element on the device.
+const FR: usize = 32;
+
+/// The smallest MSM chunk a plan uses (points).
+pub(crate) const MIN_CHUNK: usize = 1 << 10;
+
+/// What a device holds besides jobs, and its budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DeviceLoad {
+    /// The budget's capacity.
+    pub capacity: usize,
+    /// Bytes of a resident key (0 when bases are streamed).
+    pub resident_key: usize,
+    /// NTT table bytes of one worker for the job's domain; every worker may keep its own.
+    pub tables: usize,
+    /// Workers sharing the device.
+    pub workers: usize,
+}
+
+impl DeviceLoad {
+    /// Bytes that jobs can have, once everything held for good is counted.
+    pub fn for_jobs(&self) -> usize {
+        self.capacity
+            .saturating_sub(self.resident_key)
+            .saturating_sub(self.tables.saturating_mul(self.workers))
+    }
+}
+
+/// How the H step uses the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HStep {
+    /// a, b, c and a scratch vector.
+    Four,
+    /// a, b and a scratch vector; c is copied into b's vector from pinned memory later.
+    Three,
+}
+
+impl HStep {
+    fn vectors(self) -> usize {
+        match self {
+            HStep::Four => 4,
+            HStep::Three => 3,
+        }
+    }
+}
+
+/// A job's sizes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct JobShape {
+    /// Domain size.
+    pub n: usize,
+    /// Device bytes of the split witness (tail and query bitmaps).
+    pub split: usize,
+    /// The most points one MSM of the job sums (a chunk larger than this is never needed).
+    pub largest_msm: usize,
+}
+
+/// A chosen plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct JobPlan {
+    pub h_step: HStep,
+    /// Points per MSM chunk.
+    pub chunk: usize,
+    /// The job's grant: its most device bytes at any time.
+    pub bytes: usize,
+    /// Whether two such jobs fit side by side.
+    pub side_by_side: bool,
+}
+
+/// No plan fits: the bytes of the smallest one and what jobs can have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NoPlan {
+    pub needed: usize,
+    pub available: usize,
+}
+
+/// The most device bytes of a job under (h_step, chunk), `msm_bytes(chunk)` being its MSM
+/// batches' bytes.
+pub(crate) fn job_bytes(
+    shape: &JobShape,
+    h_step: HStep,
+    chunk: usize,
+    msm_bytes: &dyn Fn(usize) -> usize,
+) -> usize {
+    let vectors = h_step.vectors() * shape.n * FR;
+    let msms = shape.n * FR + msm_bytes(chunk);
+    vectors.max(msms) + shape.split
+}
+
+/// Chunk sizes to try, largest first: powers of two from the largest MSM down to MIN_CHUNK.
+fn chunks(shape: &JobShape) -> Vec<usize> {
+    let top = shape.largest_msm.max(MIN_CHUNK).next_power_of_two();
+    std::iter::successors(Some(top), |&c| (c > MIN_CHUNK).then_some(c / 2)).collect()
+}
+
+/// The fastest plan that fits: two jobs side by side if any plan allows, else one; the H
+/// step in four vectors before three; the largest chunk. None fits: the smallest plan's bytes.
+pub(crate) fn choose(
+    load: &DeviceLoad,
+    shape: &JobShape,
+    msm_bytes: &dyn Fn(usize) -> usize,
+) -> Result<JobPlan, NoPlan> {
+    let available = load.for_jobs();
+    let plans = [HStep::Four, HStep::Three]
+        .into_iter()
+        .flat_map(|h| chunks(shape).into_iter().map(move |c| (h, c)));
+    let with_bytes: Vec<(HStep, usize, usize)> = plans
+        .map(|(h, c)| (h, c, job_bytes(shape, h, c, msm_bytes)))
+        .collect();
+    let pick = |fits: &dyn Fn(usize) -> bool| {
+        with_bytes
+            .iter()
+            .find(|(_, _, b)| fits(*b))
+            .map(|&(h_step, chunk, bytes)| JobPlan {
+                h_step,
+                chunk,
+                bytes,
+                side_by_side: bytes.saturating_mul(2) <= available,
+            })
+    };
+    pick(&|b| b.saturating_mul(2) <= available)
+        .or_else(|| pick(&|b| b <= available))
+        .ok_or_else(|| NoPlan {
+            needed: with_bytes.iter().map(|p| p.2).min().unwrap_or(0),
+            available,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A Pippenger's bytes grow with its chunk, as the MSM crate's do.
+    fn msm(chunk: usize) -> usize {
+        chunk * 300 + (64 << 20)
+    }
+
+    const GIB: usize = 1 << 30;
+
+    #[test]
+    fn a_filecoin_partition_fits_a_16_gib_card_with_three_vectors() {
+        let shape = JobShape {
+            n: 1 << 27,
+            split: 600 << 20,
+            largest_msm: 1 << 27,
+        };
+        let load = DeviceLoad {
+            capacity: 15 * GIB,
+            resident_key: 0,
+            tables: 8 << 20,
+            workers: 2,
+        };
+        let p = choose(&load, &shape, &msm).unwrap();
+        assert_eq!(p.h_step, HStep::Three);
+        assert!(p.bytes <= load.for_jobs());
+        assert!(!p.side_by_side);
+        // With 139 GiB, four vectors and two jobs side by side.
+        let big = DeviceLoad {
+            capacity: 138 * GIB,
+            resident_key: 43 * GIB,
+            ..load
+        };
+        let p = choose(&big, &shape, &msm).unwrap();
+        assert_eq!(p.h_step, HStep::Four);
+        assert!(p.side_by_side);
+    }
+
+    #[test]
+    fn a_job_that_never_fits_is_refused_with_the_smallest_plan() {
+        let shape = JobShape {
+            n: 1 << 27,
+            split: 0,
+            largest_msm: 1 << 27,
+        };
+        let load = DeviceLoad {
+            capacity: 8 * GIB,
+            resident_key: 0,
+            tables: 0,
+            workers: 1,
+        };
+        let e = choose(&load, &shape, &msm).unwrap_err();
+        assert_eq!(e.available, 8 * GIB);
+        assert_eq!(e.needed, 3 * (1 << 27) * FR);
+    }
+
+    proptest! {
+        /// Admission never waits forever: a chosen plan always fits beside everything held for
+        /// good, so once other jobs finish an equal job is admitted again; a refused job has no
+        /// plan within the budget.
+        #[test]
+        fn a_chosen_plan_fits_beside_what_is_held(
+            log_n in 10u32..28,
+            split in 0usize..(1 << 30),
+            capacity in (1usize << 28)..(200usize << 30),
+            key in 0usize..(64usize << 30),
+            tables in 0usize..(1 << 30),
+            workers in 1usize..4,
+        ) {
+            let n = 1usize << log_n;
+            let shape = JobShape { n, split, largest_msm: n };
+            let load = DeviceLoad { capacity, resident_key: key, tables, workers };
+            match choose(&load, &shape, &msm) {
+                Ok(p) => {
+                    prop_assert!(key + tables * workers + p.bytes <= capacity);
+                    prop_assert_eq!(p.bytes, job_bytes(&shape, p.h_step, p.chunk, &msm));
+                    prop_assert!(p.chunk >= MIN_CHUNK);
+                }
+                Err(e) => {
+                    prop_assert!(e.needed > e.available);
+                    prop_assert_eq!(e.available, load.for_jobs());
+                }
+            }
+        }
+    }
+}
