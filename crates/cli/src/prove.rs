@@ -12,10 +12,10 @@ use rand_chacha::ChaCha8Rng;
 use serde_json::json;
 use zkpipe_bellperson::circuits::RandomR1cs;
 use zkpipe_bellperson::{proving_key, synthesize};
-use zkpipe_pipeline::testgen::{random_key, random_witness, Shape};
+use zkpipe_pipeline::testgen::{clone_witness, random_key, random_witness, Shape};
 use zkpipe_pipeline::{
-    verify, Backend, Config, Engine, G2Placement, PreparedVerifyingKey, ProvingKey, Randomness,
-    Witness,
+    verify, Backend, Config, Engine, G2Placement, JobReport, PreparedVerifyingKey, ProvingKey,
+    Randomness, Witness,
 };
 
 /// What `zkpipe prove` was asked for.
@@ -52,12 +52,17 @@ pub struct Args {
     /// Print JSON instead of text at the end.
     #[arg(long)]
     pub json: bool,
+    /// Prove with fixed r and s (every proof of the run is then the same), and print the first
+    /// proof's bytes: runs under different settings (a VRAM cap, a streamed key, the CPU) must
+    /// print the same.
+    #[arg(long)]
+    pub fixed: bool,
 }
 
 type Error = Box<dyn std::error::Error>;
 
-/// A key, a witness per proof, and public inputs when the key is real.
-type Job = (ProvingKey, Vec<Witness>, Option<Vec<Scalar>>);
+/// A key, one witness (each proof proves a copy of it), and public inputs when the key is real.
+type Job = (ProvingKey, Witness, Option<Vec<Scalar>>);
 
 fn job(a: &Args) -> Result<Job, Error> {
     let n = 1usize << a.k;
@@ -81,19 +86,101 @@ fn job(a: &Args) -> Result<Job, Error> {
             w.aux.len(),
             t.elapsed().as_secs_f64()
         );
-        Ok((key, vec![w; a.proofs], Some(inputs)))
+        Ok((key, w, Some(inputs)))
     } else {
         let shape = Shape::filecoin(a.k);
         let t = Instant::now();
         let key = random_key(&shape, 1)?;
         let w = random_witness(&shape, 2);
         eprintln!(
-            "key of random points for 2^{} (Filecoin-shaped witness, {} aux; proofs will not verify): made in {:.1} s",
+            "key of random points for 2^{} ({:.1} GiB; Filecoin-shaped witness, {} aux; proofs will not verify): made in {:.1} s",
             a.k,
+            key.bytes() as f64 / GIB,
             shape.aux,
             t.elapsed().as_secs_f64()
         );
-        Ok((key, vec![w; a.proofs], None))
+        Ok((key, w, None))
+    }
+}
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// Resident set size of this process (Linux), in bytes.
+fn rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// One partition's line: its report, when it finished, and the process's memory then.
+#[derive(Debug)]
+struct Partition {
+    report: JobReport,
+    done_s: f64,
+    rss: Option<u64>,
+    vram_high_water: usize,
+}
+
+impl Partition {
+    fn line(&self, i: usize, of: usize, prev_s: f64) -> String {
+        let stages: Vec<String> = self
+            .report
+            .device_ms
+            .iter()
+            .map(|(name, ms)| format!("{name} {ms:.1}"))
+            .collect();
+        let g2 = match self.report.g2_cpu_ms {
+            ms if ms > 0.0 => format!(", G2 on the CPU {ms:.0} ms"),
+            _ => String::new(),
+        };
+        let rss = self
+            .rss
+            .map_or("-".to_string(), |b| format!("{:.2} GiB", b as f64 / GIB));
+        let done = format!(
+            "done at {:.2} s (+{:.2} s); RSS {rss}",
+            self.done_s,
+            self.done_s - prev_s
+        );
+        if stages.is_empty() {
+            return format!("partition {}/{of}: on the CPU{g2}; {done}", i + 1);
+        }
+        format!(
+            "partition {}/{of}: device {:.1} ms ({}){g2}; staging {:.0} ms, lock {:.0} ms; {done}; VRAM high-water {:.2} GiB",
+            i + 1,
+            self.report.device_total_ms(),
+            stages.join(", "),
+            self.report.staging_ms,
+            self.report.lock_ms,
+            self.vram_high_water as f64 / GIB,
+        )
+    }
+
+    fn json(&self) -> serde_json::Value {
+        let stages: serde_json::Map<String, serde_json::Value> = self
+            .report
+            .device_ms
+            .iter()
+            .map(|(k, v)| (k.to_string(), json!(v)))
+            .collect();
+        json!({
+            "job": self.report.job, "plan": self.report.plan, "device_ms": self.report.device_total_ms(),
+            "stages_ms": stages, "staging_ms": self.report.staging_ms, "lock_ms": self.report.lock_ms,
+            "g2_cpu_ms": self.report.g2_cpu_ms, "uploaded_bytes": self.report.uploaded_bytes,
+            "done_s": self.done_s, "rss_bytes": self.rss, "vram_high_water_bytes": self.vram_high_water,
+        })
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n => v[n / 2],
     }
 }
 
@@ -101,7 +188,7 @@ pub fn run(a: &Args) -> Result<(), Error> {
     if !matches!(a.g2.as_str(), "cpu" | "gpu") {
         return Err("--g2 takes cpu or gpu".into());
     }
-    let (key, witnesses, inputs) = job(a)?;
+    let (key, witness, inputs) = job(a)?;
     let key = Arc::new(key);
     let engine = Engine::start(Config {
         backend: if a.cpu { Backend::Cpu } else { Backend::Auto },
@@ -111,8 +198,10 @@ pub fn run(a: &Args) -> Result<(), Error> {
         } else {
             G2Placement::Cpu
         },
-        vram_cap: a.vram_cap_gib.map(|g| (g * (1u64 << 30) as f64) as usize),
-        queue_capacity: a.proofs.max(1),
+        vram_cap: a.vram_cap_gib.map(|g| (g * GIB) as usize),
+        // One job waiting per worker: witnesses are made as the engine takes them, so that
+        // memory in flight is bounded (a 2^27 witness holds 16 GB).
+        queue_capacity: a.workers.max(1),
         keep_key_resident: !a.no_resident,
         pin_key: !a.no_pin,
         ..Config::default()
@@ -123,7 +212,7 @@ pub fn run(a: &Args) -> Result<(), Error> {
         engine.load_key(&key)?;
         eprintln!(
             "key: {:.2} GiB page-locked in {:.2} s",
-            key.bytes() as f64 / (1u64 << 30) as f64,
+            key.bytes() as f64 / GIB,
             t.elapsed().as_secs_f64()
         );
     }
@@ -133,29 +222,78 @@ pub fn run(a: &Args) -> Result<(), Error> {
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let t = Instant::now();
-    let handles = engine.submit_batch(&key, witnesses, Randomness::Random)?;
     let pvk = PreparedVerifyingKey::new(key.vk());
     let mut verified = 0;
-    for h in handles {
-        let proof = h.wait()?;
-        if let Some(inputs) = &inputs {
-            if !verify(&pvk, &proof, inputs)? {
-                return Err(format!("proof {} does not verify", verified + 1).into());
+    let mut parts = Vec::with_capacity(a.proofs);
+    let mut first_proof = None;
+    std::thread::scope(|scope| -> Result<(), Error> {
+        // Witnesses are copied from the template as the engine takes them (submit blocks
+        // while the queue is full); handles come back in order.
+        let (tx, rx) = crossbeam::channel::bounded(a.proofs.max(1));
+        let producer = scope.spawn(|| -> Result<(), String> {
+            for _ in 0..a.proofs {
+                let w = clone_witness(&witness);
+                let randomness = match a.fixed {
+                    true => Randomness::Fixed {
+                        r: Scalar::from(7u64),
+                        s: Scalar::from(11u64),
+                    },
+                    false => Randomness::Random,
+                };
+                let h = engine
+                    .submit(&key, w, randomness)
+                    .map_err(|e| e.to_string())?;
+                if tx.send(h).is_err() {
+                    break;
+                }
             }
-            verified += 1;
+            drop(tx);
+            Ok(())
+        });
+        let mut prev = 0.0;
+        for (i, h) in rx.iter().enumerate() {
+            let (proof, report) = h.wait_report()?;
+            first_proof.get_or_insert_with(|| proof.to_bytes());
+            if let Some(inputs) = &inputs {
+                if !verify(&pvk, &proof, inputs)? {
+                    return Err(format!("proof {} does not verify", i + 1).into());
+                }
+                verified += 1;
+            }
+            let part = Partition {
+                report,
+                done_s: t.elapsed().as_secs_f64(),
+                rss: rss_bytes(),
+                vram_high_water: engine.stats().vram_high_water,
+            };
+            bar.suspend(|| eprintln!("{}", part.line(i, a.proofs, prev)));
+            prev = part.done_s;
+            parts.push(part);
+            bar.inc(1);
         }
-        bar.inc(1);
-    }
+        producer
+            .join()
+            .map_err(|_| "the witness producer panicked".to_string())??;
+        Ok(())
+    })?;
     let wall = t.elapsed().as_secs_f64();
     bar.finish_and_clear();
     let st = engine.shutdown();
     let per = |ms: f64| ms / a.proofs.max(1) as f64;
+    let device = median(parts.iter().map(|p| p.report.device_total_ms()).collect());
+    // Steady state: the time between completions after the first (the pipeline filled).
+    let steady = match parts.len() {
+        0 | 1 => wall * 1e3,
+        k => (parts[k - 1].done_s - parts[0].done_s) * 1e3 / (k - 1) as f64,
+    };
     if a.json {
         println!(
             "{}",
             json!({
                 "k": a.k, "proofs": a.proofs, "workers": a.workers, "backend": engine.backend(),
                 "wall_s": wall, "proofs_per_s": a.proofs as f64 / wall, "verified": verified,
+                "device_ms_per_partition_median": device, "steady_wall_ms_per_partition": steady,
+                "partitions": parts.iter().map(Partition::json).collect::<Vec<_>>(),
                 "h_ms_per_proof": per(st.h_ms), "g1_msm_ms_per_proof": per(st.g1_msm_ms),
                 "g2_msm_ms_per_proof": per(st.g2_msm_ms), "staging_ms_per_proof": per(st.staging_ms),
                 "gpu_lock_ms_per_proof": per(st.gpu_lock_ms), "upload_gbps": st.upload_gbps,
@@ -165,6 +303,7 @@ pub fn run(a: &Args) -> Result<(), Error> {
                 "vram_budget_high_water_bytes": st.vram_budget_high_water,
                 "pinned_high_water_bytes": st.pinned_high_water,
                 "done": st.done, "failed": st.failed,
+                "first_proof_hex": first_proof.map(|p| hex(&p)),
             })
         );
     } else {
@@ -175,6 +314,18 @@ pub fn run(a: &Args) -> Result<(), Error> {
             engine.backend(),
             a.proofs as f64 / wall
         );
+        if let Some(p) = parts.first().filter(|p| !p.report.plan.is_empty()) {
+            println!("plan: {}", p.report.plan);
+        }
+        if let (true, Some(p)) = (a.fixed, &first_proof) {
+            println!("first proof (fixed r, s): {}", hex(p));
+        }
+        if device > 0.0 {
+            println!(
+                "per partition: device {device:.1} ms (median, CUDA events); wall {steady:.1} ms between completions in steady state ({:.2}x the device time)",
+                steady / device
+            );
+        }
         let g2 = if a.g2 == "gpu" && engine.on_gpu() {
             "G2 MSM inside the GPU MSMs".to_string()
         } else {
@@ -189,27 +340,17 @@ pub fn run(a: &Args) -> Result<(), Error> {
         );
         if engine.on_gpu() {
             println!(
-                "device time per proof (CUDA events): H step {:.1} ms, MSMs {:.1} ms; key {}, {}",
-                per(st.h_gpu_ms),
-                per(st.msm_gpu_ms),
+                "uploads {:.2} GB at {:.1} GB/s through {:.2} GiB of pinned staging; VRAM high-water {:.2} GiB measured, {:.2} GiB granted by the budget; key {}",
+                st.uploaded_bytes as f64 / 1e9,
+                st.upload_gbps,
+                st.pinned_high_water as f64 / GIB,
+                st.vram_high_water as f64 / GIB,
+                st.vram_budget_high_water as f64 / GIB,
                 if st.key_pinned_bytes > 0 {
                     "page-locked"
                 } else {
                     "pageable"
                 },
-                if a.no_resident {
-                    "uploaded per MSM"
-                } else {
-                    "resident when it fits"
-                }
-            );
-            println!(
-                "uploads {:.2} GB at {:.1} GB/s through {:.2} GiB of pinned staging; VRAM high-water {:.2} GiB measured, {:.2} GiB granted by the budget",
-                st.uploaded_bytes as f64 / 1e9,
-                st.upload_gbps,
-                st.pinned_high_water as f64 / (1u64 << 30) as f64,
-                st.vram_high_water as f64 / (1u64 << 30) as f64,
-                st.vram_budget_high_water as f64 / (1u64 << 30) as f64
             );
         }
     }

@@ -31,17 +31,21 @@ pub struct SplitScalars {
 /// One block's share of a [`SplitScalars`].
 type BlockSplit = (Vec<u32>, Vec<u32>, Vec<Fr>);
 
-fn split_block(first: usize, z: &[Scalar]) -> BlockSplit {
+/// Splits one block of z (its limbs compared as they are: blstrs keeps scalars reduced, so
+/// one value has one encoding).
+fn split_block(first: usize, z: &[Fr]) -> BlockSplit {
+    let one = cast::scalars_as_fr(&[Scalar::ONE])[0];
+    let zero = Fr::default();
     let mut ones = vec![0u32; z.len().div_ceil(32)];
     let mut index = Vec::new();
     let mut tail = Vec::new();
     for (i, s) in z.iter().enumerate() {
-        if *s == Scalar::ONE {
+        if *s == one {
             ones[i / 32] |= 1 << (i % 32);
-        } else if !bool::from(s.is_zero()) {
+        } else if *s != zero {
             // `of` refuses assignments of 2^32 variables or more, so this fits.
             index.push((first + i) as u32);
-            tail.push(cast::scalars_as_fr(std::slice::from_ref(s))[0]);
+            tail.push(*s);
         }
     }
     (ones, index, tail)
@@ -53,7 +57,7 @@ impl SplitScalars {
         if u32::try_from(z.len()).is_err() {
             return Err(MsmError::TooManyVariables { len: z.len() });
         }
-        let blocks: Vec<BlockSplit> = z
+        let blocks: Vec<BlockSplit> = cast::scalars_as_fr(z)
             .par_chunks(BLOCK)
             .enumerate()
             .map(|(b, chunk)| split_block(b * BLOCK, chunk))

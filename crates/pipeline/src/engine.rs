@@ -125,7 +125,8 @@ struct Job {
 struct G1Done {
     id: u64,
     key: Arc<ProvingKey>,
-    z: Assignment,
+    /// The assignment, for B2 on the CPU (none once B2 ran on the GPU).
+    z: Option<Assignment>,
     g1: G1Parts,
     b2: Option<G2Projective>,
     report: JobReport,
@@ -495,7 +496,7 @@ fn worker(kind: WorkerKind, jobs: Receiver<Job>, out: Sender<G1Done>, stats: Arc
                 let done = G1Done {
                     id,
                     key,
-                    z,
+                    z: b2.is_none().then_some(z),
                     g1,
                     b2,
                     report,
@@ -526,11 +527,17 @@ fn g2_stage(rx: Receiver<G1Done>, stats: Arc<Counters>) {
         let run = catch_unwind(AssertUnwindSafe(
             || -> Result<(Proof, JobReport), ProveError> {
                 let mut report = d.report.clone();
-                let b2 = match d.b2 {
-                    Some(b2) => b2,
-                    None => {
+                let b2 = match (d.b2, &d.z) {
+                    (Some(b2), _) => b2,
+                    (None, None) => {
+                        return Err(ProveError::Lost {
+                            job: d.id,
+                            reason: "neither B2 nor the assignment reached the G2 stage".into(),
+                        })
+                    }
+                    (None, Some(z)) => {
                         let t = Instant::now();
-                        let b2 = prover::g2_msm(&CpuMsm::new() as &dyn Msm, &d.key, &d.z)?;
+                        let b2 = prover::g2_msm(&CpuMsm::new() as &dyn Msm, &d.key, z)?;
                         Counters::add(&stats.g2_ns, t.elapsed());
                         report.g2_cpu_ms = t.elapsed().as_secs_f64() * 1e3;
                         b2

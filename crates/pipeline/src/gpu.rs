@@ -315,16 +315,16 @@ impl GpuWorker {
             split: witness.device_bytes(),
             largest_msm: key.query_lens().into_iter().max().unwrap_or(0).max(n),
         };
-        let resident = self.resident(key, &shape)?;
+        let tail = witness.split.tail().len();
+        let resident = self.resident(key, &shape, tail)?;
         let load = self.load(log_n, resident.as_ref().map(|_| self.key_bytes(key)));
         let streamed = resident.is_none();
+        let msm_bytes = |chunk| self.msm_bytes(chunk, tail, streamed);
         let plan =
-            choose(&load, &shape, &|chunk| self.msm_bytes(chunk, streamed)).map_err(|e| {
-                ProveError::TooLargeForDevice {
-                    device: self.ordinal(),
-                    needed: e.needed,
-                    capacity: e.available,
-                }
+            choose(&load, &shape, &msm_bytes).map_err(|e| ProveError::TooLargeForDevice {
+                device: self.ordinal(),
+                needed: e.needed,
+                capacity: e.available,
             })?;
         let grant = self.dev.budget.acquire(plan.bytes, None)?;
         Ok((plan, resident, grant))
@@ -341,11 +341,13 @@ impl GpuWorker {
     }
 
     /// Device bytes of a job's MSM batches at `chunk` points: G1 (H, L, A, B1) and, when G2
-    /// runs on the GPU, B2 in chunks of half as many (larger) points.
-    fn msm_bytes(&self, chunk: usize, streamed: bool) -> usize {
+    /// runs on the GPU, B2's ([`g2_chunk`]); `tail` is the split witness's tail.
+    fn msm_bytes(&self, chunk: usize, tail: usize, streamed: bool) -> usize {
         let g1 = self.msm.batch_bytes::<G1>(chunk, 4, streamed);
         let g2 = match self.dev.g2_on_gpu {
-            true => self.msm.batch_bytes::<G2>(g2_chunk(chunk), 1, streamed),
+            true => self
+                .msm
+                .batch_bytes::<G2>(g2_chunk(chunk, tail), 1, streamed),
             false => 0,
         };
         g1 + g2
@@ -376,6 +378,7 @@ impl GpuWorker {
         &self,
         key: &ProvingKey,
         shape: &JobShape,
+        tail: usize,
     ) -> Result<Option<Arc<ResidentKey>>, ProveError> {
         if !self.dev.keep_resident {
             return Ok(None);
@@ -390,7 +393,7 @@ impl GpuWorker {
         *slot = None;
         let bytes = self.key_bytes(key);
         let load = self.load(shape.n.trailing_zeros(), Some(bytes));
-        if choose(&load, shape, &|chunk| self.msm_bytes(chunk, false)).is_err() {
+        if choose(&load, shape, &|chunk| self.msm_bytes(chunk, tail, false)).is_err() {
             tracing::warn!(
                 device = self.ordinal(),
                 key_bytes = bytes,
@@ -595,7 +598,7 @@ impl GpuWorker {
                 let q = WitnessQuery::B2;
                 let mut batch = self
                     .msm
-                    .batch::<G2>(g2_chunk(plan.chunk))
+                    .batch::<G2>(g2_chunk(plan.chunk, split.host().tail().len()))
                     .map_err(msm_err(q.name()))?;
                 let bases = source::<G2>(resident.and_then(|k| k.b_g2.as_ref()), &key.b_g2);
                 let t = batch
@@ -651,9 +654,11 @@ fn source<'a, C: GpuCurve>(
     }
 }
 
-/// The G2 batch's chunk: half the G1 chunk's points (each twice the size).
-fn g2_chunk(chunk: usize) -> usize {
-    (chunk / 2).max(crate::plan::MIN_CHUNK)
+/// The G2 batch's chunk: half the G1 chunk's points (each twice the size), and no more than
+/// the tail needs (B2 is a split MSM: its Pippenger sums tail entries only).
+fn g2_chunk(chunk: usize, tail: usize) -> usize {
+    let tail = tail.max(crate::plan::MIN_CHUNK).next_power_of_two();
+    (chunk / 2).clamp(crate::plan::MIN_CHUNK, tail)
 }
 
 fn stage_name(q: WitnessQuery) -> &'static str {

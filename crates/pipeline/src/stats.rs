@@ -88,7 +88,7 @@ pub struct JobReport {
 impl JobReport {
     /// The job's device milliseconds, all stages together.
     pub fn device_total_ms(&self) -> f64 {
-        self.device_ms.iter().map(|(_, ms)| ms).sum()
+        self.device_ms.iter().fold(0.0, |acc, (_, ms)| acc + ms)
     }
 }
 

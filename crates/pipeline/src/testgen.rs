@@ -5,8 +5,9 @@
 use blstrs::Scalar;
 use ff::Field;
 use group::{Curve, Group};
-use rand::{RngCore, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
 use zkpipe_msm::testgen::{g1_points, g2_points, scalars};
 use zkpipe_msm::Density;
 
@@ -57,8 +58,34 @@ impl Shape {
     }
 }
 
-fn cycle<P: Copy>(pool: &[P], len: usize) -> Vec<P> {
-    pool.iter().copied().cycle().take(len).collect()
+/// Distinct points a generated key draws from (repeated beyond that).
+const POOL: usize = 1 << 22;
+
+/// `len` points repeating `pool` from `offset` on, written in parallel.
+fn cycle<P: Copy + Send + Sync + Default>(pool: &[P], offset: usize, len: usize) -> Vec<P> {
+    let mut out = vec![P::default(); len];
+    if pool.is_empty() {
+        return out;
+    }
+    out.par_iter_mut()
+        .enumerate()
+        .for_each(|(i, p)| *p = pool[(i + offset) % pool.len()]);
+    out
+}
+
+/// A copy of `w`, its large vectors copied in parallel (a 2^27 witness holds 16 GB).
+pub fn clone_witness(w: &Witness) -> Witness {
+    let copy = |v: &Vec<Scalar>| -> Vec<Scalar> { v.par_iter().copied().collect() };
+    Witness {
+        a: copy(&w.a),
+        b: copy(&w.b),
+        c: copy(&w.c),
+        input: w.input.clone(),
+        aux: copy(&w.aux),
+        a_aux_density: w.a_aux_density.clone(),
+        b_input_density: w.b_input_density.clone(),
+        b_aux_density: w.b_aux_density.clone(),
+    }
 }
 
 /// A key of random points for `shape` (no trapdoor: its proofs do not verify), unchecked.
@@ -66,11 +93,11 @@ pub fn random_key(shape: &Shape, seed: u64) -> Result<ProvingKey, ProveError> {
     ProvingKey::new_unchecked(random_key_parts(shape, seed))
 }
 
-/// The points of [`random_key`]. Points repeat from one pool so that large keys are made in
-/// seconds.
+/// The points of [`random_key`]. Points repeat from one pool of 2^22 so that large keys are
+/// made in seconds (each query starts at another place in the pool).
 pub fn random_key_parts(shape: &Shape, seed: u64) -> KeyParts {
     let n = 1usize << shape.log_n;
-    let g1 = g1_points(n.max(shape.aux + shape.inputs), seed);
+    let g1 = g1_points(n.max(shape.aux + shape.inputs).min(POOL), seed);
     let b_len = shape.inputs + shape.b_density().selected();
     let g2 = g2_points(b_len.clamp(1, 1 << 20), seed ^ 7);
     let mut r = ChaCha8Rng::seed_from_u64(seed ^ 11);
@@ -88,11 +115,11 @@ pub fn random_key_parts(shape: &Shape, seed: u64) -> KeyParts {
     let a_len = shape.inputs + shape.a_density().selected();
     KeyParts {
         vk,
-        h: cycle(&g1, n - 1),
-        l: cycle(&g1[1..], shape.aux),
-        a: cycle(&g1[2..], a_len),
-        b_g1: cycle(&g1[3..], b_len),
-        b_g2: cycle(&g2, b_len),
+        h: cycle(&g1, 0, n - 1),
+        l: cycle(&g1, 1, shape.aux),
+        a: cycle(&g1, 2, a_len),
+        b_g1: cycle(&g1, 3, b_len),
+        b_g2: cycle(&g2, 0, b_len),
     }
 }
 
@@ -101,15 +128,7 @@ pub fn random_key_parts(shape: &Shape, seed: u64) -> KeyParts {
 pub fn random_witness(shape: &Shape, seed: u64) -> Witness {
     let n = 1usize << shape.log_n;
     let m = (n - n / 16).max(n / 2 + 1).min(n);
-    let mut r = ChaCha8Rng::seed_from_u64(seed);
-    let rand = scalars(shape.aux, seed ^ 5);
-    let aux = (0..shape.aux)
-        .map(|i| match r.next_u32() % 16 {
-            0 => rand[i],
-            1..=7 => Scalar::ONE,
-            _ => Scalar::ZERO,
-        })
-        .collect();
+    let aux = zkpipe_msm::testgen::mixed(shape.aux, seed ^ 5);
     let mut input = vec![Scalar::ONE];
     input.extend(scalars(shape.inputs - 1, seed ^ 9));
     Witness {
