@@ -12,7 +12,7 @@ use rand_chacha::ChaCha8Rng;
 use serde_json::json;
 use zkpipe_bellperson::circuits::RandomR1cs;
 use zkpipe_bellperson::{proving_key, synthesize};
-use zkpipe_pipeline::testgen::{clone_witness, random_key, random_witness, Shape};
+use zkpipe_pipeline::testgen::{random_key, Shape, WitnessSource};
 use zkpipe_pipeline::{
     verify, Backend, Config, Engine, G2Placement, JobReport, PreparedVerifyingKey, ProvingKey,
     Randomness, Witness,
@@ -61,8 +61,25 @@ pub struct Args {
 
 type Error = Box<dyn std::error::Error>;
 
-/// A key, one witness (each proof proves a copy of it), and public inputs when the key is real.
-type Job = (ProvingKey, Witness, Option<Vec<Scalar>>);
+/// Where each proof's witness comes from.
+enum Witnesses {
+    /// Copies of one synthesized witness (a real key).
+    Copies(Witness),
+    /// Generated, Filecoin-shaped.
+    Generated(WitnessSource),
+}
+
+impl Witnesses {
+    fn next(&self) -> Witness {
+        match self {
+            Witnesses::Copies(w) => w.clone(),
+            Witnesses::Generated(g) => g.witness(),
+        }
+    }
+}
+
+/// A key, its witnesses, and public inputs when the key is real.
+type Job = (ProvingKey, Witnesses, Option<Vec<Scalar>>);
 
 fn job(a: &Args) -> Result<Job, Error> {
     let n = 1usize << a.k;
@@ -86,12 +103,12 @@ fn job(a: &Args) -> Result<Job, Error> {
             w.aux.len(),
             t.elapsed().as_secs_f64()
         );
-        Ok((key, w, Some(inputs)))
+        Ok((key, Witnesses::Copies(w), Some(inputs)))
     } else {
         let shape = Shape::filecoin(a.k);
         let t = Instant::now();
         let key = random_key(&shape, 1)?;
-        let w = random_witness(&shape, 2);
+        let w = WitnessSource::new(&shape, 2);
         eprintln!(
             "key of random points for 2^{} ({:.1} GiB; Filecoin-shaped witness, {} aux; proofs will not verify): made in {:.1} s",
             a.k,
@@ -99,7 +116,7 @@ fn job(a: &Args) -> Result<Job, Error> {
             shape.aux,
             t.elapsed().as_secs_f64()
         );
-        Ok((key, w, None))
+        Ok((key, Witnesses::Generated(w), None))
     }
 }
 
@@ -188,7 +205,7 @@ pub fn run(a: &Args) -> Result<(), Error> {
     if !matches!(a.g2.as_str(), "cpu" | "gpu") {
         return Err("--g2 takes cpu or gpu".into());
     }
-    let (key, witness, inputs) = job(a)?;
+    let (key, witnesses, inputs) = job(a)?;
     let key = Arc::new(key);
     let engine = Engine::start(Config {
         backend: if a.cpu { Backend::Cpu } else { Backend::Auto },
@@ -199,9 +216,9 @@ pub fn run(a: &Args) -> Result<(), Error> {
             G2Placement::Cpu
         },
         vram_cap: a.vram_cap_gib.map(|g| (g * GIB) as usize),
-        // One job waiting per worker: witnesses are made as the engine takes them, so that
-        // memory in flight is bounded (a 2^27 witness holds 16 GB).
-        queue_capacity: a.workers.max(1),
+        // One job waiting: witnesses are made as the engine takes them, so that memory in
+        // flight is bounded (a 2^27 witness holds 16 GB).
+        queue_capacity: 1,
         keep_key_resident: !a.no_resident,
         pin_key: !a.no_pin,
         ..Config::default()
@@ -232,7 +249,7 @@ pub fn run(a: &Args) -> Result<(), Error> {
         let (tx, rx) = crossbeam::channel::bounded(a.proofs.max(1));
         let producer = scope.spawn(|| -> Result<(), String> {
             for _ in 0..a.proofs {
-                let w = clone_witness(&witness);
+                let w = witnesses.next();
                 let randomness = match a.fixed {
                     true => Randomness::Fixed {
                         r: Scalar::from(7u64),

@@ -73,21 +73,6 @@ fn cycle<P: Copy + Send + Sync + Default>(pool: &[P], offset: usize, len: usize)
     out
 }
 
-/// A copy of `w`, its large vectors copied in parallel (a 2^27 witness holds 16 GB).
-pub fn clone_witness(w: &Witness) -> Witness {
-    let copy = |v: &Vec<Scalar>| -> Vec<Scalar> { v.par_iter().copied().collect() };
-    Witness {
-        a: copy(&w.a),
-        b: copy(&w.b),
-        c: copy(&w.c),
-        input: w.input.clone(),
-        aux: copy(&w.aux),
-        a_aux_density: w.a_aux_density.clone(),
-        b_input_density: w.b_input_density.clone(),
-        b_aux_density: w.b_aux_density.clone(),
-    }
-}
-
 /// A key of random points for `shape` (no trapdoor: its proofs do not verify), unchecked.
 pub fn random_key(shape: &Shape, seed: u64) -> Result<ProvingKey, ProveError> {
     ProvingKey::new_unchecked(random_key_parts(shape, seed))
@@ -126,19 +111,58 @@ pub fn random_key_parts(shape: &Shape, seed: u64) -> KeyParts {
 /// A witness for `shape`: random evaluations over 15/16 of the domain, aux values 0 or 1
 /// but for one in 16 (random).
 pub fn random_witness(shape: &Shape, seed: u64) -> Witness {
-    let n = 1usize << shape.log_n;
-    let m = (n - n / 16).max(n / 2 + 1).min(n);
-    let aux = zkpipe_msm::testgen::mixed(shape.aux, seed ^ 5);
-    let mut input = vec![Scalar::ONE];
-    input.extend(scalars(shape.inputs - 1, seed ^ 9));
-    Witness {
-        a: scalars(m, seed ^ 1),
-        b: scalars(m, seed ^ 2),
-        c: scalars(m, seed ^ 3),
-        input,
-        aux,
-        a_aux_density: shape.a_density(),
-        b_input_density: Density::all(shape.inputs),
-        b_aux_density: shape.b_density(),
+    WitnessSource::new(shape, seed).witness()
+}
+
+/// Makes witnesses for one shape fast, in fresh vectors filled in parallel from pools of 2^22
+/// values (repeated beyond that): for benchmarks that need a new 16 GB witness per 2^27
+/// partition without keeping a template of that size.
+#[derive(Debug, Clone)]
+pub struct WitnessSource {
+    shape: Shape,
+    evaluations: [Vec<Scalar>; 3],
+    aux: Vec<Scalar>,
+    input: Vec<Scalar>,
+    a_density: Density,
+    b_density: Density,
+}
+
+impl WitnessSource {
+    /// Pools of random evaluations and of aux values (0 or 1 but one in 16 random).
+    pub fn new(shape: &Shape, seed: u64) -> Self {
+        let n = 1usize << shape.log_n;
+        let m = (n - n / 16).max(n / 2 + 1).min(n);
+        let pool = m.min(POOL);
+        let mut input = vec![Scalar::ONE];
+        input.extend(scalars(shape.inputs.saturating_sub(1), seed ^ 9));
+        Self {
+            shape: *shape,
+            evaluations: [
+                scalars(pool, seed ^ 1),
+                scalars(pool, seed ^ 2),
+                scalars(pool, seed ^ 3),
+            ],
+            aux: zkpipe_msm::testgen::mixed(shape.aux.min(POOL), seed ^ 5),
+            input,
+            a_density: shape.a_density(),
+            b_density: shape.b_density(),
+        }
+    }
+
+    /// A new witness.
+    pub fn witness(&self) -> Witness {
+        let n = 1usize << self.shape.log_n;
+        let m = (n - n / 16).max(n / 2 + 1).min(n);
+        let [a, b, c] = &self.evaluations;
+        Witness {
+            a: cycle(a, 0, m),
+            b: cycle(b, 0, m),
+            c: cycle(c, 0, m),
+            input: self.input.clone(),
+            aux: cycle(&self.aux, 0, self.shape.aux),
+            a_aux_density: self.a_density.clone(),
+            b_input_density: Density::all(self.shape.inputs),
+            b_aux_density: self.b_density.clone(),
+        }
     }
 }
