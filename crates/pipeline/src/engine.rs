@@ -59,9 +59,11 @@ pub struct Config {
     pub workers_per_device: usize,
     /// Workers on the CPU backend. Default 1 (each uses all cores through rayon).
     pub cpu_workers: usize,
-    /// Device memory left out of each device's VRAM budget. Default 1 GiB.
+    /// Device memory left out of each device's VRAM budget, for what the driver allocates
+    /// beside the budget's grants (taken off the cap too). Default 1 GiB.
     pub vram_margin: usize,
-    /// An upper bound on each device's VRAM budget.
+    /// The device memory to behave as if the card had no more (a 16 GiB card on a larger
+    /// one): the budget is the lesser of this and the free memory, less the margin.
     pub vram_cap: Option<usize>,
     /// Pinned host memory per device for staging uploads. Default 1 GiB.
     pub pinned_per_device: usize,

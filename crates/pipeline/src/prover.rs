@@ -5,6 +5,7 @@
 use blstrs::{G1Projective, G2Projective, Scalar};
 use ff::Field;
 use group::{Curve, Group};
+use rayon::prelude::*;
 use zkpipe_msm::{Density, Msm};
 use zkpipe_ntt::Ntt;
 
@@ -25,11 +26,15 @@ pub struct Assignment {
 }
 
 impl Assignment {
-    /// Moves the assignment out of a witness (whose a, b, c stay).
+    /// Moves the assignment out of a witness (whose a, b, c stay). z is written by many
+    /// threads: a 2^27 witness's aux holds 4 GB.
     pub fn take(w: &mut Witness) -> Self {
         let inputs = w.input.len();
-        let mut z = std::mem::take(&mut w.input);
-        z.append(&mut w.aux);
+        let aux = std::mem::take(&mut w.aux);
+        let mut z = Vec::with_capacity(inputs + aux.len());
+        z.append(&mut w.input);
+        z.par_extend(aux.par_iter().copied());
+        drop(aux);
         let a_density = Density::all(inputs).concat(&w.a_aux_density);
         let b_density = w.b_input_density.concat(&w.b_aux_density);
         Self {
@@ -120,10 +125,19 @@ impl G1Parts {
     }
 }
 
-/// a, b, c padded with zeros to the domain size n.
+/// a, b, c padded with zeros to the domain size n (copied by many threads when the vector
+/// must grow).
 pub fn padded(mut w: Vec<Scalar>, n: usize) -> Vec<Scalar> {
-    w.resize(n, Scalar::ZERO);
-    w
+    if w.capacity() >= n {
+        w.resize(n, Scalar::ZERO);
+        return w;
+    }
+    let zeros = n.saturating_sub(w.len());
+    let mut out = Vec::with_capacity(n);
+    out.par_extend(w.par_iter().copied());
+    drop(w);
+    out.par_extend(rayon::iter::repeat_n(Scalar::ZERO, zeros));
+    out
 }
 
 /// The n - 1 coefficients of h from a, b, c (any length up to n; padded here).

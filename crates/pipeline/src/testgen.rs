@@ -61,16 +61,16 @@ impl Shape {
 /// Distinct points a generated key draws from (repeated beyond that).
 const POOL: usize = 1 << 22;
 
-/// `len` points repeating `pool` from `offset` on, written in parallel.
+/// `len` values repeating `pool` from `offset` on, written in parallel (the allocation's
+/// pages are first touched by many threads, not one).
 fn cycle<P: Copy + Send + Sync + Default>(pool: &[P], offset: usize, len: usize) -> Vec<P> {
-    let mut out = vec![P::default(); len];
     if pool.is_empty() {
-        return out;
+        return (0..len).into_par_iter().map(|_| P::default()).collect();
     }
-    out.par_iter_mut()
-        .enumerate()
-        .for_each(|(i, p)| *p = pool[(i + offset) % pool.len()]);
-    out
+    (0..len)
+        .into_par_iter()
+        .map(|i| pool[(i + offset) % pool.len()])
+        .collect()
 }
 
 /// A key of random points for `shape` (no trapdoor: its proofs do not verify), unchecked.

@@ -67,8 +67,10 @@ impl VramBudget {
     }
 
     /// A budget from the device's free memory (after trimming the stream-ordered pool, so the
-    /// reading is true) minus `margin` bytes, capped at `cap` bytes when given (to behave as a
-    /// smaller card).
+    /// reading is true), capped at `cap` bytes when given (to behave as a smaller card), minus
+    /// `margin` bytes in both cases: the margin is room for what the driver allocates beside
+    /// the grants (kernel images, local memory, allocation granularity), so that with a cap
+    /// everything allocated after this reading stays under the cap.
     pub fn from_device(
         ctx: &Arc<Context>,
         margin: usize,
@@ -76,8 +78,8 @@ impl VramBudget {
     ) -> zkpipe_cuda::Result<Self> {
         // A driver without stream-ordered pools has nothing to trim.
         let _ = ctx.trim_async_pool(0);
-        let free = ctx.mem_info()?.free.saturating_sub(margin);
-        let capacity = cap.map_or(free, |c| c.min(free));
+        let free = ctx.mem_info()?.free;
+        let capacity = cap.map_or(free, |c| c.min(free)).saturating_sub(margin);
         tracing::info!(
             device = ctx.ordinal(),
             capacity,

@@ -29,6 +29,7 @@ fn a_job_too_large_for_the_budget_is_an_error_and_the_engine_goes_on() {
     let engine = Engine::start(Config {
         backend: Backend::Gpu,
         vram_cap: Some(96 << 20),
+        vram_margin: 0,
         g2: G2Placement::Gpu,
         ..Config::default()
     })
@@ -187,6 +188,7 @@ fn proofs_are_byte_identical_across_backends_caps_and_residency() {
             let engine = Engine::start(Config {
                 backend: Backend::Gpu,
                 vram_cap: cap,
+                vram_margin: 0,
                 keep_key_resident: resident,
                 g2: G2Placement::Gpu,
                 ..Config::default()
