@@ -18,7 +18,9 @@ use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisE
 use blstrs::{Bls12, Scalar};
 use ff::Field;
 use zkpipe_msm::Density;
-use zkpipe_pipeline::{KeyParts, Proof, ProveError, ProvingKey, VerifyingKey, Witness};
+use zkpipe_pipeline::{
+    Evaluations, KeyParts, Proof, ProveError, ProvingKey, VerifyingKey, Witness,
+};
 
 /// A `ConstraintSystem` that records what a Groth16 prover needs (bellperson's
 /// `ProvingAssignment`, with plain flags for the densities).
@@ -27,11 +29,14 @@ struct Recorder {
     a_aux: Vec<bool>,
     b_input: Vec<bool>,
     b_aux: Vec<bool>,
-    a: Vec<Scalar>,
-    b: Vec<Scalar>,
-    c: Vec<Scalar>,
+    a: Evaluations,
+    b: Evaluations,
+    c: Evaluations,
     input: Vec<Scalar>,
     aux: Vec<Scalar>,
+    /// Set when an evaluation did not fit the memory it was written into (`enforce` cannot
+    /// fail; `synthesize_into` reports it at the end).
+    overflow: bool,
 }
 
 /// Evaluates `lc`, marking in `inputs` / `aux` the variables that occur with a non-zero
@@ -112,9 +117,9 @@ impl ConstraintSystem<Scalar> for Recorder {
             &self.aux,
         );
         let vc = eval(&c, None, None, &self.input, &self.aux);
-        self.a.push(va);
-        self.b.push(vb);
-        self.c.push(vc);
+        for (e, v) in [(&mut self.a, va), (&mut self.b, vb), (&mut self.c, vc)] {
+            self.overflow |= e.push(v).is_err();
+        }
     }
 
     fn push_namespace<NR, N>(&mut self, _: N)
@@ -133,7 +138,23 @@ impl ConstraintSystem<Scalar> for Recorder {
 
 /// Synthesizes `circuit` into a witness, as bellperson's prover does.
 pub fn synthesize<C: Circuit<Scalar>>(circuit: C) -> Result<Witness, SynthesisError> {
-    let mut cs = Recorder::default();
+    synthesize_into(circuit, Default::default())
+}
+
+/// As [`synthesize`], writing the A, B, C evaluations into `abc`: pinned memory lent by the
+/// engine ([`zkpipe_pipeline::Engine::lend_evaluations`]), so that the witness goes to the GPU by
+/// DMA with no staging copy. More constraints than `abc` holds (the key's domain) is
+/// `SynthesisError::PolynomialDegreeTooLarge`.
+pub fn synthesize_into<C: Circuit<Scalar>>(
+    circuit: C,
+    [a, b, c]: [Evaluations; 3],
+) -> Result<Witness, SynthesisError> {
+    let mut cs = Recorder {
+        a,
+        b,
+        c,
+        ..Recorder::default()
+    };
     cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
     circuit.synthesize(&mut cs)?;
     for i in 0..cs.input.len() {
@@ -143,6 +164,9 @@ pub fn synthesize<C: Circuit<Scalar>>(circuit: C) -> Result<Witness, SynthesisEr
             |lc| lc,
             |lc| lc,
         );
+    }
+    if cs.overflow {
+        return Err(SynthesisError::PolynomialDegreeTooLarge);
     }
     Ok(Witness {
         a: cs.a,

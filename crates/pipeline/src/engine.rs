@@ -24,7 +24,9 @@ use zkpipe_ntt::CpuNtt;
 use crate::gpu::{DeviceSetup, DeviceShared, GpuWorker};
 use crate::prover::{self, Assignment, G1Parts};
 use crate::stats::{Counters, JobReport};
-use crate::{EngineStats, Proof, ProveError, ProvingKey, Witness};
+use crate::{EngineStats, Evaluations, PinnedEvaluations, Proof, ProveError, ProvingKey, Witness};
+use zkpipe_field::Fr;
+use zkpipe_pinned::PinnedPool;
 
 /// Where the stages run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -75,6 +77,10 @@ pub struct Config {
     pub g2_threads: usize,
     /// Where the G2 MSM runs.
     pub g2: G2Placement,
+    /// Page-locked host memory the engine lends for witnesses' a, b and c
+    /// ([`Engine::lend_evaluations`]), allocated as first needed and reused. A 2^27 partition's
+    /// take 12 GiB; two or three such sets keep two workers busy. Default 0: none lent.
+    pub pinned_witness: usize,
     /// Keep a proving key's points on the device across jobs when the budget allows.
     pub keep_key_resident: bool,
     /// Page-lock a proving key's points in host memory when its first job is submitted to
@@ -97,6 +103,7 @@ impl Default for Config {
             g2_capacity: 2,
             g2_threads: 1,
             g2: G2Placement::Cpu,
+            pinned_witness: 0,
             keep_key_resident: true,
             pin_key: true,
         }
@@ -180,6 +187,10 @@ pub struct Engine {
     stop_sampler: Arc<AtomicBool>,
     description: String,
     pin_key: bool,
+    /// The pool [`Engine::lend_evaluations`] lends from, and a lock so that lenders take
+    /// their three buffers one at a time (two lenders holding part of a set each could
+    /// otherwise wait for each other).
+    witness_pool: Option<(PinnedPool, Mutex<()>)>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -287,6 +298,10 @@ impl Engine {
                     .map_err(|e| ProveError::device(0, e))?,
             );
         }
+        let witness_pool = devices
+            .first()
+            .filter(|_| cfg.pinned_witness > 0)
+            .map(|d| (PinnedPool::new(&d.ctx, cfg.pinned_witness), Mutex::new(())));
         let stop_sampler = Arc::new(AtomicBool::new(false));
         for dev in &devices {
             let (dev, st, stop) = (
@@ -310,6 +325,7 @@ impl Engine {
             stop_sampler,
             description,
             pin_key: cfg.pin_key,
+            witness_pool,
         })
     }
 
@@ -348,6 +364,34 @@ impl Engine {
             );
         }
         Ok(())
+    }
+
+    /// Page-locked room for one witness's a, b and c (the key's domain size each), lent from
+    /// the engine's pool ([`Config::pinned_witness`]): synthesis writes into it
+    /// ([`Evaluations::push`], [`crate::PinnedEvaluations::extend_from_slice`]), the engine
+    /// uploads it by DMA with no staging copy, and it goes back to the pool once uploaded.
+    /// Waits up to `timeout` while the pool's memory is lent. An engine without GPUs lends
+    /// plain vectors (there is nothing to page-lock for); a GPU engine with no pool is an error.
+    pub fn lend_evaluations(
+        &self,
+        key: &ProvingKey,
+        timeout: Duration,
+    ) -> Result<[Evaluations; 3], ProveError> {
+        let n = key.domain_size();
+        let Some((pool, one_at_a_time)) = &self.witness_pool else {
+            if self.devices.is_empty() {
+                return Ok(std::array::from_fn(|_| Vec::with_capacity(n).into()));
+            }
+            return Err(ProveError::NoWitnessPool);
+        };
+        let _turn = one_at_a_time.lock().unwrap_or_else(|p| p.into_inner());
+        let lend = || -> Result<Evaluations, ProveError> {
+            let buf = pool
+                .acquire::<Fr>(n, timeout)
+                .map_err(|source| ProveError::Pinned { source })?;
+            Ok(Evaluations::Pinned(PinnedEvaluations::new(buf)))
+        };
+        Ok([lend()?, lend()?, lend()?])
     }
 
     /// Submits a job. The witness is checked against the key here; a bad one is an error
@@ -410,11 +454,16 @@ impl Engine {
             .iter()
             .map(|d| d.budget.stats().high_water)
             .sum();
+        let lent = self
+            .witness_pool
+            .as_ref()
+            .map_or(0, |(p, _)| p.stats().high_water);
         let pinned = self
             .devices
             .iter()
             .map(|d| d.pinned.stats().high_water)
-            .sum();
+            .sum::<usize>()
+            + lent;
         let mut st = self.stats.snapshot(budget);
         st.pinned_high_water = pinned;
         st
@@ -470,6 +519,7 @@ fn worker(kind: WorkerKind, jobs: Receiver<Job>, out: Sender<G1Done>, stats: Arc
                 WorkerKind::Cpu => {
                     let t = Instant::now();
                     let [a, b, c] = abc;
+                    let [a, b, c] = [a.into_vec(), b.into_vec(), c.into_vec()];
                     let h = prover::h_coefficients(&CpuNtt::new(), key.domain_size(), a, b, c)?;
                     Counters::add(&stats.h_ns, t.elapsed());
                     let t = Instant::now();

@@ -51,6 +51,12 @@ pub enum ProveError {
     /// The VRAM budget refused (timeout).
     #[error(transparent)]
     Budget(#[from] BudgetError),
+    /// Page-locked host memory could not be had (the pool's limit, a timeout, the driver).
+    #[error("pinned host memory: {source}")]
+    Pinned { source: zkpipe_pinned::Error },
+    /// Evaluations asked of a GPU engine that lends no pinned memory.
+    #[error("the engine lends no pinned memory for witnesses: set Config::pinned_witness (bytes; three times the key's domain size times 32 per witness)")]
+    NoWitnessPool,
     /// A job submitted after shutdown began.
     #[error("the engine is shut down; job not accepted")]
     ShutDown,

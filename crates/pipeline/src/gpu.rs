@@ -19,14 +19,14 @@ use zkpipe_msm::{
     SplitQuery, SplitScalars, Ticket, G1, G2,
 };
 use zkpipe_ntt::CudaNtt;
-use zkpipe_pinned::{PinnableVec, PinnedPool};
+use zkpipe_pinned::{PinnableVec, PinnedPool, PooledBuffer};
 use zkpipe_stream::{upload, GpuLock, Pinned, VramBudget, VramGrant};
 
 use crate::clock::StageClock;
 use crate::plan::{choose, DeviceLoad, HStep, JobPlan, JobShape};
 use crate::prover::{padded, Assignment, G1Parts, G1Query, WitnessQuery};
 use crate::stats::{Counters, JobReport};
-use crate::{ProveError, ProvingKey};
+use crate::{Evaluations, ProveError, ProvingKey};
 
 const FR: usize = 32;
 /// Scalars per staging copy (64 MiB): the memcpy of one overlaps the DMA of the previous.
@@ -127,7 +127,10 @@ struct Staged {
 
 enum StagedC {
     Device(DeviceBuffer<Fr>),
+    /// A caller's vector, page-locked in place for the job.
     Host(PinnableVec<Scalar>),
+    /// Lent pinned memory, padded.
+    Lent(PooledBuffer<Fr>),
 }
 
 /// The split witness on the host, before staging.
@@ -208,7 +211,7 @@ impl GpuWorker {
         &self,
         job: u64,
         key: &ProvingKey,
-        abc: [Vec<Scalar>; 3],
+        abc: [Evaluations; 3],
         z: &Assignment,
         stats: &Counters,
     ) -> Result<(G1Parts, Option<G2Projective>, JobReport), ProveError> {
@@ -441,28 +444,26 @@ impl GpuWorker {
         &self,
         plan: &JobPlan,
         n: usize,
-        abc: [Vec<Scalar>; 3],
+        abc: [Evaluations; 3],
         witness: SplitWitness,
         stats: &Counters,
     ) -> Result<Staged, ProveError> {
         let [a, b, c] = abc;
-        let pad = n.saturating_sub(a.len());
-        let mut bytes = 0u64;
-        let mut up = |v: &[Fr], pad: usize| -> Result<DeviceBuffer<Fr>, ProveError> {
-            bytes += std::mem::size_of_val(v) as u64;
-            self.upload(v, pad, stats)
-        };
-        let a_dev = up(cast::scalars_as_fr(&a), pad)?;
-        drop(a);
-        let b_dev = up(cast::scalars_as_fr(&b), pad)?;
-        drop(b);
-        let c = match plan.h_step {
-            HStep::Four => StagedC::Device(up(cast::scalars_as_fr(&c), pad)?),
-            HStep::Three => {
+        let mut bytes = 3 * (n * FR) as u64;
+        let a_dev = self.upload_evaluations(a, n, stats)?;
+        let b_dev = self.upload_evaluations(b, n, stats)?;
+        let c = match (plan.h_step, c) {
+            (HStep::Four, c) => StagedC::Device(self.upload_evaluations(c, n, stats)?),
+            (HStep::Three, Evaluations::Pinned(c)) => StagedC::Lent(c.padded()),
+            (HStep::Three, Evaluations::Pageable(c)) => {
                 let v = PinnableVec::new(padded(c, n));
                 v.pin(&self.dev.ctx).map_err(|e| self.err(e))?;
                 StagedC::Host(v)
             }
+        };
+        let mut up = |v: &[Fr], pad: usize| -> Result<DeviceBuffer<Fr>, ProveError> {
+            bytes += std::mem::size_of_val(v) as u64;
+            self.upload(v, pad, stats)
         };
         let s = &witness.split;
         let tail = up(s.tail(), 0)?;
@@ -491,6 +492,45 @@ impl GpuWorker {
             queries,
             bytes,
         })
+    }
+
+    /// One of a, b, c on the device, padded with zeros to n: lent pinned memory goes up by
+    /// DMA as it is (and back to the engine's pool), a vector through the staging pool.
+    fn upload_evaluations(
+        &self,
+        e: Evaluations,
+        n: usize,
+        stats: &Counters,
+    ) -> Result<DeviceBuffer<Fr>, ProveError> {
+        if e.len() > n {
+            return Err(ProveError::Constraints {
+                constraints: e.len(),
+                domain: n,
+            });
+        }
+        let host = match e {
+            Evaluations::Pageable(v) => {
+                return self.upload(cast::scalars_as_fr(&v), n - v.len(), stats)
+            }
+            Evaluations::Pinned(p) => p.padded(),
+        };
+        if host.len() != n {
+            return Err(ProveError::Shape {
+                what: "lent evaluation buffer (the key's domain size)",
+                expected: n,
+                got: host.len(),
+            });
+        }
+        let t = Instant::now();
+        let mut dev = DeviceBuffer::<Fr>::alloc(&self.dev.ctx, n).map_err(|e| self.err(e))?;
+        upload(&self.copy, host, &mut dev, 0)
+            .and_then(|copy| copy.wait())
+            .map_err(|e| self.err(e))?;
+        Counters::add(&stats.upload_ns, t.elapsed());
+        stats
+            .upload_bytes
+            .fetch_add((n * FR) as u64, Ordering::Relaxed);
+        Ok(dev)
     }
 
     /// Copies `v` to a new device buffer through pinned staging buffers from the device's
@@ -544,6 +584,7 @@ impl GpuWorker {
                     .ok_or_else(|| self.err("c is not page-locked"))?;
                 Ok(self.ntt.h_step_three(a, b, view)?)
             }
+            StagedC::Lent(c) => Ok(self.ntt.h_step_three(a, b, Pinned::new(&c))?),
         }
     }
 

@@ -38,4 +38,4 @@ pub use error::ProveError;
 pub use key::{KeyParts, ProvingKey, VerifyingKey};
 pub use proof::{verify, PreparedVerifyingKey, Proof, PROOF_BYTES};
 pub use stats::{EngineStats, JobReport};
-pub use witness::Witness;
+pub use witness::{Evaluations, PinnedEvaluations, Witness};

@@ -224,7 +224,7 @@ pub fn prove(
     w.check(key)?;
     let z = Assignment::take(&mut w);
     let n = key.domain_size();
-    let h = h_coefficients(ntt, n, w.a, w.b, w.c)?;
+    let h = h_coefficients(ntt, n, w.a.into_vec(), w.b.into_vec(), w.c.into_vec())?;
     let g1 = g1_msms(msm, key, &h, &z)?;
     drop(h);
     let b2 = g2_msm(g2, key, &z)?;

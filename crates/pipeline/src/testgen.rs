@@ -11,7 +11,7 @@ use rayon::prelude::*;
 use zkpipe_msm::testgen::{g1_points, g2_points, scalars};
 use zkpipe_msm::Density;
 
-use crate::{KeyParts, ProveError, ProvingKey, VerifyingKey, Witness};
+use crate::{Evaluations, KeyParts, ProveError, ProvingKey, VerifyingKey, Witness};
 
 /// The shape of a generated circuit.
 #[derive(Debug, Clone, Copy)]
@@ -151,13 +151,39 @@ impl WitnessSource {
 
     /// A new witness.
     pub fn witness(&self) -> Witness {
-        let n = 1usize << self.shape.log_n;
-        let m = (n - n / 16).max(n / 2 + 1).min(n);
         let [a, b, c] = &self.evaluations;
+        let m = self.constraints();
+        self.witness_with([
+            cycle(a, 0, m).into(),
+            cycle(b, 0, m).into(),
+            cycle(c, 0, m).into(),
+        ])
+    }
+
+    /// A new witness whose a, b, c are written into `abc` (say, pinned memory lent by the
+    /// engine, [`crate::Engine::lend_evaluations`]); an error when they cannot hold them.
+    pub fn witness_into(&self, mut abc: [Evaluations; 3]) -> Result<Witness, ProveError> {
+        let m = self.constraints();
+        for (e, pool) in abc.iter_mut().zip(&self.evaluations) {
+            while e.len() < m {
+                let take = pool.len().min(m - e.len());
+                e.extend_from_slice(&pool[..take])?;
+            }
+        }
+        Ok(self.witness_with(abc))
+    }
+
+    /// Constraints of the shape: 15/16 of the domain.
+    fn constraints(&self) -> usize {
+        let n = 1usize << self.shape.log_n;
+        (n - n / 16).max(n / 2 + 1).min(n)
+    }
+
+    fn witness_with(&self, [a, b, c]: [Evaluations; 3]) -> Witness {
         Witness {
-            a: cycle(a, 0, m),
-            b: cycle(b, 0, m),
-            c: cycle(c, 0, m),
+            a,
+            b,
+            c,
             input: self.input.clone(),
             aux: cycle(&self.aux, 0, self.shape.aux),
             a_aux_density: self.a_density.clone(),

@@ -8,8 +8,8 @@ use blstrs::{Fp, G1Affine, G2Affine, Scalar};
 use ff::Field;
 use group::prime::PrimeCurveAffine;
 use zkpipe_msm::MsmError;
-use zkpipe_pipeline::testgen::{random_key_parts, random_witness, Shape};
-use zkpipe_pipeline::{Backend, Config, Engine, ProveError, ProvingKey, Randomness};
+use zkpipe_pipeline::testgen::{random_key_parts, random_witness, Shape, WitnessSource};
+use zkpipe_pipeline::{Backend, Config, Engine, Evaluations, ProveError, ProvingKey, Randomness};
 
 fn shape() -> Shape {
     Shape {
@@ -199,4 +199,29 @@ fn a_gpu_backend_without_a_device_is_an_error_at_start() {
             );
         }
     }
+}
+
+#[test]
+fn a_cpu_engine_lends_plain_vectors_that_prove_as_any_witness() {
+    let s = shape();
+    let key = std::sync::Arc::new(ProvingKey::new_unchecked(random_key_parts(&s, 3)).unwrap());
+    let engine = Engine::start(Config {
+        backend: Backend::Cpu,
+        ..Config::default()
+    })
+    .unwrap();
+    let abc = engine
+        .lend_evaluations(&key, std::time::Duration::from_secs(1))
+        .unwrap();
+    assert!(abc.iter().all(|e| matches!(e, Evaluations::Pageable(_))));
+    let source = WitnessSource::new(&s, 4);
+    let fixed = Randomness::Fixed {
+        r: Scalar::from(3u64),
+        s: Scalar::from(5u64),
+    };
+    let lent = source.witness_into(abc).unwrap();
+    let plain = source.witness();
+    let p1 = engine.submit(&key, lent, fixed).unwrap().wait().unwrap();
+    let p2 = engine.submit(&key, plain, fixed).unwrap().wait().unwrap();
+    assert_eq!(p1.to_bytes(), p2.to_bytes());
 }

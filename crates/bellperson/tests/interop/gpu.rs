@@ -7,10 +7,11 @@ use std::sync::Arc;
 use crate::common::{cube, params, random_r1cs, rs, sha, Case};
 use bellperson::Circuit;
 use blstrs::Scalar;
-use zkpipe_bellperson::{proving_key, synthesize};
+use zkpipe_bellperson::{proving_key, synthesize, synthesize_into};
 use zkpipe_cuda::testing::gpu_context;
 use zkpipe_pipeline::{
-    verify, Backend, Config, Engine, G2Placement, PreparedVerifyingKey, Proof, Randomness,
+    verify, Backend, Config, Engine, Evaluations, G2Placement, PreparedVerifyingKey, Proof,
+    ProveError, Randomness,
 };
 
 fn engine(backend: Backend, workers: usize, g2: G2Placement) -> Engine {
@@ -88,4 +89,63 @@ fn sixty_four_jobs_at_once_all_verify() {
     let st = e.shutdown();
     assert_eq!((st.done, st.failed), (64, 0));
     println!("64 jobs: {st:?}");
+}
+
+/// A proof of `case` synthesized into evaluations lent by `e`.
+fn prove_lent<C: Circuit<Scalar> + Clone>(
+    e: &Engine,
+    no_pool: &Engine,
+    case: &Case<C>,
+    seed: u64,
+) -> [u8; 192] {
+    let wait = std::time::Duration::from_secs(30);
+    let p = params(case.setup.clone(), seed);
+    let key = Arc::new(proving_key(&p, true).unwrap());
+    // No pool on a GPU engine: an error that says how to get one.
+    assert!(matches!(
+        no_pool.lend_evaluations(&key, wait),
+        Err(ProveError::NoWitnessPool)
+    ));
+    let abc = e.lend_evaluations(&key, wait).unwrap();
+    assert!(abc.iter().all(|x| matches!(x, Evaluations::Pinned(_))));
+    let w = synthesize_into(case.circuit.clone(), abc).unwrap();
+    let (r, s) = rs(seed ^ 1);
+    let proof = e
+        .submit(&key, w, Randomness::Fixed { r, s })
+        .unwrap()
+        .wait()
+        .unwrap();
+    let pvk = PreparedVerifyingKey::new(key.vk());
+    assert!(verify(&pvk, &proof, &case.inputs).unwrap(), "{}", case.name);
+    proof.to_bytes()
+}
+
+#[test]
+fn circuits_synthesized_into_lent_pinned_memory_prove_the_same() {
+    if gpu_context().is_none() {
+        return;
+    }
+    let want = all(&engine(Backend::Cpu, 1, G2Placement::Cpu));
+    let e = Engine::start(Config {
+        backend: Backend::Gpu,
+        pinned_witness: 256 << 20,
+        ..Config::default()
+    })
+    .unwrap();
+    let no_pool = engine(Backend::Gpu, 1, G2Placement::Cpu);
+    let got = vec![
+        prove_lent(&e, &no_pool, &cube(3), 1),
+        prove_lent(&e, &no_pool, &sha(2, 7), 3),
+    ];
+    assert_eq!(got, vec![want[0], want[2]]);
+    // More constraints than the lent memory holds: an error, not a wrong proof.
+    let small = params(cube(3).setup, 1);
+    let key = Arc::new(proving_key(&small, true).unwrap());
+    let abc = e
+        .lend_evaluations(&key, std::time::Duration::from_secs(30))
+        .unwrap();
+    assert!(matches!(
+        synthesize_into(sha(2, 7).circuit, abc),
+        Err(bellperson::SynthesisError::PolynomialDegreeTooLarge)
+    ));
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use blstrs::Scalar;
 use zkpipe_cuda::testing::gpu_context;
-use zkpipe_pipeline::testgen::{random_key, random_witness, Shape};
+use zkpipe_pipeline::testgen::{random_key, random_witness, Shape, WitnessSource};
 use zkpipe_pipeline::{Backend, Config, Engine, G2Placement, ProveError, Randomness};
 
 const MIB: usize = 1 << 20;
@@ -225,4 +225,52 @@ fn proofs_are_byte_identical_across_backends_caps_and_residency() {
         .any(|p| p.contains("4 vectors") && p.contains("resident")));
     assert!(plans.iter().any(|p| p.contains("3 vectors")), "{plans:?}");
     assert!(plans.iter().any(|p| p.contains("streamed")), "{plans:?}");
+}
+
+#[test]
+fn a_witness_in_lent_pinned_memory_proves_as_a_pageable_one() {
+    if gpu_context().is_none() {
+        return;
+    }
+    let fixed = Randomness::Fixed {
+        r: Scalar::from(23u64),
+        s: Scalar::from(29u64),
+    };
+    let sh = shape(16);
+    let key = Arc::new(random_key(&sh, 31).unwrap());
+    let source = WitnessSource::new(&sh, 32);
+    // Room for two witnesses: the third lend waits for a job to give its memory back.
+    let sets = 2 * 3 * (32usize << 16);
+    let engine = Engine::start(Config {
+        backend: Backend::Gpu,
+        pinned_witness: sets,
+        g2: G2Placement::Gpu,
+        ..Config::default()
+    })
+    .unwrap();
+    let want = engine
+        .submit(&key, source.witness(), fixed)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let wait = std::time::Duration::from_secs(60);
+    for _ in 0..6 {
+        let abc = engine.lend_evaluations(&key, wait).unwrap();
+        let w = source.witness_into(abc).unwrap();
+        let got = engine.submit(&key, w, fixed).unwrap().wait().unwrap();
+        assert_eq!(got.to_bytes(), want.to_bytes());
+    }
+    let st = engine.shutdown();
+    assert!(st.pinned_high_water >= sets, "{st:?}");
+    // A lend larger than the pool is an error at once, not a wait.
+    let small = Engine::start(Config {
+        backend: Backend::Gpu,
+        pinned_witness: 1 << 20,
+        ..Config::default()
+    })
+    .unwrap();
+    match small.lend_evaluations(&key, wait) {
+        Err(ProveError::Pinned { .. }) => {}
+        other => panic!("expected a pinned-memory error, got {other:?}"),
+    }
 }
