@@ -285,30 +285,38 @@ pub fn run(a: &Args) -> Result<(), Error> {
     let mut verified = 0;
     let mut parts = Vec::with_capacity(a.proofs);
     let mut first_proof = None;
+    let next = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|scope| -> Result<(), Error> {
-        // Witnesses are copied from the template as the engine takes them (submit blocks
-        // while the queue is full); handles come back in order.
+        // Witnesses are made as the engine takes them (submit blocks while the queue is
+        // full), by two threads as a service's synthesis would run beside the engine: one
+        // witness takes about as long to write as a 2^27 partition takes on the GPU.
         let (tx, rx) = crossbeam::channel::bounded(a.proofs.max(1));
-        let producer = scope.spawn(|| -> Result<(), String> {
-            for _ in 0..a.proofs {
-                let w = witnesses.next(&engine, &key, lend)?;
-                let randomness = match a.fixed {
-                    true => Randomness::Fixed {
-                        r: Scalar::from(7u64),
-                        s: Scalar::from(11u64),
-                    },
-                    false => Randomness::Random,
-                };
-                let h = engine
-                    .submit(&key, w, randomness)
-                    .map_err(|e| e.to_string())?;
-                if tx.send(h).is_err() {
-                    break;
-                }
-            }
-            drop(tx);
-            Ok(())
-        });
+        let producers: Vec<_> = (0..2)
+            .map(|_| {
+                let tx = tx.clone();
+                let (next, witnesses, engine, key) = (&next, &witnesses, &engine, &key);
+                scope.spawn(move || -> Result<(), String> {
+                    while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < a.proofs {
+                        let w = witnesses.next(engine, key, lend)?;
+                        let randomness = match a.fixed {
+                            true => Randomness::Fixed {
+                                r: Scalar::from(7u64),
+                                s: Scalar::from(11u64),
+                            },
+                            false => Randomness::Random,
+                        };
+                        let h = engine
+                            .submit(key, w, randomness)
+                            .map_err(|e| e.to_string())?;
+                        if tx.send(h).is_err() {
+                            break;
+                        }
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        drop(tx);
         let mut prev = 0.0;
         for (i, h) in rx.iter().enumerate() {
             let (proof, report) = h.wait_report()?;
@@ -330,9 +338,10 @@ pub fn run(a: &Args) -> Result<(), Error> {
             parts.push(part);
             bar.inc(1);
         }
-        producer
-            .join()
-            .map_err(|_| "the witness producer panicked".to_string())??;
+        for p in producers {
+            p.join()
+                .map_err(|_| "a witness producer panicked".to_string())??;
+        }
         Ok(())
     })?;
     let wall = t.elapsed().as_secs_f64();
