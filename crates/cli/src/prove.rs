@@ -184,7 +184,7 @@ impl Partition {
         format!(
             "partition {}/{of}: device {:.1} ms ({}){g2}; staging {:.0} ms, lock {:.0} ms; {done}; VRAM high-water {:.2} GiB",
             i + 1,
-            self.report.device_total_ms(),
+            self.report.device_span_ms,
             stages.join(", "),
             self.report.staging_ms,
             self.report.lock_ms,
@@ -200,7 +200,7 @@ impl Partition {
             .map(|(k, v)| (k.to_string(), json!(v)))
             .collect();
         json!({
-            "job": self.report.job, "plan": self.report.plan, "device_ms": self.report.device_total_ms(),
+            "job": self.report.job, "plan": self.report.plan, "device_ms": self.report.device_span_ms,
             "stages_ms": stages, "staging_ms": self.report.staging_ms, "lock_ms": self.report.lock_ms,
             "g2_cpu_ms": self.report.g2_cpu_ms, "uploaded_bytes": self.report.uploaded_bytes,
             "done_s": self.done_s, "rss_bytes": self.rss, "vram_high_water_bytes": self.vram_high_water,
@@ -348,7 +348,7 @@ pub fn run(a: &Args) -> Result<(), Error> {
     bar.finish_and_clear();
     let st = engine.shutdown();
     let per = |ms: f64| ms / a.proofs.max(1) as f64;
-    let device = median(parts.iter().map(|p| p.report.device_total_ms()).collect());
+    let device = median(parts.iter().map(|p| p.report.device_span_ms).collect());
     // Steady state: the time between completions over the second half of the run (the
     // pipeline filled, the pinned witness sets allocated).
     let steady = match parts.len() {

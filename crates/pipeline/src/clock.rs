@@ -1,5 +1,7 @@
 //! Device time of a job's stages: one timed event recorded on a stream where each stage ends,
-//! read once the work is done. The one timing facility of the GPU worker.
+//! read once the work is done. The one timing facility of the GPU worker. Work on two streams
+//! at once keeps a clock per stream (a lane); the job's device span runs from the first
+//! clock's start to the last mark of any lane.
 
 use std::sync::Arc;
 
@@ -31,6 +33,18 @@ impl StageClock {
         e.record(stream)?;
         self.marks.push((name, e));
         Ok(())
+    }
+
+    /// Milliseconds from this clock's start to the last mark of `lanes` (and its own): the
+    /// device time of work spread over several streams (the work must be done).
+    pub fn span_ms(&self, lanes: &[&StageClock]) -> Result<f64, zkpipe_cuda::Error> {
+        let mut span = 0f64;
+        for c in std::iter::once(self).chain(lanes.iter().copied()) {
+            if let Some((_, end)) = c.marks.last() {
+                span = span.max(f64::from(self.start.elapsed_ms(end)?));
+            }
+        }
+        Ok(span)
     }
 
     /// Each stage's device milliseconds, in order (the work must be done).

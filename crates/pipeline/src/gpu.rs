@@ -164,10 +164,10 @@ impl SplitWitness {
 
 /// The MSMs of a job, enqueued and waited for; summed after the lock is let go.
 struct MsmSums {
-    g1: MsmResults<G1>,
     /// H's MSM (none for a one-point domain, whose h is empty).
-    h: Option<Ticket>,
-    /// L, A, B1.
+    h: Option<(MsmResults<G1>, Ticket)>,
+    /// L, A, B1's batch and tickets.
+    g1: MsmResults<G1>,
     tickets: Vec<Ticket>,
     g2: Option<(MsmResults<G2>, Ticket)>,
 }
@@ -178,7 +178,11 @@ pub(crate) struct GpuWorker {
     pub dev: Arc<DeviceShared>,
     copy: Stream,
     ntt: CudaNtt,
+    /// The H MSM's stream.
     msm: CudaMsm,
+    /// The witness queries' split MSMs, on their own stream beside the H MSM (with a streamed
+    /// key they wait on PCIe while the H MSM computes).
+    side: CudaMsm,
     /// Budget grants for the NTT's cached tables, one per domain size this worker has seen:
     /// they stay allocated after the job, so they stay granted.
     tables: Mutex<HashMap<u32, VramGrant>>,
@@ -192,6 +196,7 @@ impl GpuWorker {
             copy: Stream::new(&dev.ctx).map_err(|e| ProveError::device(d, e))?,
             ntt: CudaNtt::for_memory(&dev.ctx, memory).map_err(|e| ProveError::device(d, e))?,
             msm: CudaMsm::new(&dev.ctx).map_err(|e| ProveError::device(d, e))?,
+            side: CudaMsm::new(&dev.ctx).map_err(|e| ProveError::device(d, e))?,
             tables: Mutex::new(HashMap::new()),
             dev,
         })
@@ -246,6 +251,7 @@ impl GpuWorker {
         self.dev.sample(stats);
         let t = Instant::now();
         let staged_split = (split, queries);
+        let mut lane = None;
         let sums = self.msms(
             &plan,
             key,
@@ -253,6 +259,7 @@ impl GpuWorker {
             h.as_ref(),
             &staged_split,
             &mut clock,
+            &mut lane,
         );
         self.dev.sample(stats);
         drop((h, staged_split));
@@ -263,12 +270,18 @@ impl GpuWorker {
         drop(guard);
         drop(grant);
 
-        let device_ms = clock.stages().map_err(|e| self.err(e))?;
+        let lanes: Vec<&StageClock> = lane.iter().collect();
+        let mut device_ms = clock.stages().map_err(|e| self.err(e))?;
+        for l in &lanes {
+            device_ms.extend(l.stages().map_err(|e| self.err(e))?);
+        }
+        let device_span_ms = clock.span_ms(&lanes).map_err(|e| self.err(e))?;
         let (parts, b2) = sums.combine().map_err(|e| self.err(e))?;
         let report = JobReport {
             job,
             plan: describe(&plan, resident.is_some()),
             device_ms,
+            device_span_ms,
             staging_ms,
             lock_ms,
             g2_cpu_ms: 0.0,
@@ -296,6 +309,7 @@ impl GpuWorker {
             plan = %r.plan,
             upload_bytes = r.uploaded_bytes,
             device_ms = ?r.device_ms,
+            device_span_ms = r.device_span_ms,
             staging_ms = r.staging_ms,
             lock_ms = r.lock_ms,
             "g1 stage done"
@@ -343,10 +357,14 @@ impl GpuWorker {
         }
     }
 
-    /// Device bytes of a job's MSM batches at `chunk` points: G1 (H, L, A, B1) and, when G2
-    /// runs on the GPU, B2's ([`g2_chunk`]); `tail` is the split witness's tail.
+    /// Device bytes of a job's MSM batches at `chunk` points: H's, the G1 split MSMs' (L, A,
+    /// B1, [`split_chunk`]) beside it and, when G2 runs on the GPU, B2's ([`g2_chunk`]);
+    /// `tail` is the split witness's tail.
     fn msm_bytes(&self, chunk: usize, tail: usize, streamed: bool) -> usize {
-        let g1 = self.msm.batch_bytes::<G1>(chunk, 4, streamed);
+        let g1 = self.msm.batch_bytes::<G1>(chunk, 1, streamed)
+            + self
+                .side
+                .batch_bytes::<G1>(split_chunk(chunk, tail), 3, streamed);
         let g2 = match self.dev.g2_on_gpu {
             true => self
                 .msm
@@ -588,40 +606,78 @@ impl GpuWorker {
         }
     }
 
-    /// The MSMs, enqueued back to back (H, L, A, B1, then B2 when G2 runs on the GPU), each
-    /// marked on the clock, and waited for once.
+    /// The MSMs: H on one stream, and beside it L, A, B1 (and B2 when G2 runs on the GPU) on
+    /// another, each enqueued back to back by its own thread (enqueueing streamed bases waits
+    /// for their copies), marked on the clocks, and waited for once.
+    #[allow(clippy::too_many_arguments)]
     fn msms(
         &self,
         plan: &JobPlan,
         key: &ProvingKey,
         resident: Option<&ResidentKey>,
         h: Option<&DeviceBuffer<Fr>>,
-        (split, queries): &(DeviceSplit, [DeviceQuery; 3]),
+        staged: &(DeviceSplit, [DeviceQuery; 3]),
         clock: &mut StageClock,
+        lane: &mut Option<StageClock>,
     ) -> Result<MsmSums, ProveError> {
+        let (h_sum, witness_sums) = std::thread::scope(|sc| {
+            let side = sc.spawn(|| self.witness_msms(plan, key, resident, staged, lane));
+            let h_sum = self.h_msm(plan, key, resident, h, clock);
+            let side = side
+                .join()
+                .unwrap_or_else(|_| Err(self.err("the thread enqueueing the split MSMs panicked")));
+            (h_sum, side)
+        });
+        let (g1, tickets, g2) = witness_sums?;
+        Ok(MsmSums {
+            h: h_sum?,
+            g1,
+            tickets,
+            g2,
+        })
+    }
+
+    /// H's MSM on the main MSM stream (none for a one-point domain).
+    fn h_msm(
+        &self,
+        plan: &JobPlan,
+        key: &ProvingKey,
+        resident: Option<&ResidentKey>,
+        h: Option<&DeviceBuffer<Fr>>,
+        clock: &mut StageClock,
+    ) -> Result<Option<(MsmResults<G1>, Ticket)>, ProveError> {
+        let Some(h) = h else { return Ok(None) };
+        let mut batch = self.msm.batch::<G1>(plan.chunk).map_err(msm_err("h"))?;
+        let bases = source::<G1>(resident.map(|k| &k.h), &key.h);
+        let n = bases.len();
+        let t = batch.dense(bases, h, n).map_err(msm_err("h"))?;
+        clock
+            .mark("msm_h", self.msm.stream())
+            .map_err(|e| self.err(e))?;
+        Ok(Some((batch.finish().map_err(msm_err("h"))?, t)))
+    }
+
+    /// The split MSMs of the witness queries on the side stream, on a clock of their own.
+    fn witness_msms(
+        &self,
+        plan: &JobPlan,
+        key: &ProvingKey,
+        resident: Option<&ResidentKey>,
+        (split, queries): &(DeviceSplit, [DeviceQuery; 3]),
+        lane: &mut Option<StageClock>,
+    ) -> Result<WitnessSums, ProveError> {
         let staged = |q: WitnessQuery| match q {
             WitnessQuery::L => &queries[0],
             WitnessQuery::A => &queries[1],
             WitnessQuery::B1 | WitnessQuery::B2 => &queries[2],
         };
-        let s = self.msm.stream();
-        let msm_err = |query: &'static str| {
-            move |e: zkpipe_msm::CudaError| ProveError::Msm {
-                query,
-                source: zkpipe_msm::MsmError::device(e),
-            }
-        };
-        let mut g1 = self.msm.batch::<G1>(plan.chunk).map_err(msm_err("h"))?;
-        let th = match h {
-            Some(h) => {
-                let bases = source::<G1>(resident.map(|k| &k.h), &key.h);
-                let n = bases.len();
-                let t = g1.dense(bases, h, n).map_err(msm_err("h"))?;
-                clock.mark("msm_h", s).map_err(|e| self.err(e))?;
-                Some(t)
-            }
-            None => None,
-        };
+        let s = self.side.stream();
+        let clock = lane.insert(StageClock::start(&self.dev.ctx, s).map_err(|e| self.err(e))?);
+        let tail = split.host().tail().len();
+        let mut g1 = self
+            .side
+            .batch::<G1>(split_chunk(plan.chunk, tail))
+            .map_err(msm_err("l"))?;
         let mut tickets = Vec::with_capacity(3);
         for q in G1Query::ALL {
             let name = q.query().name();
@@ -638,8 +694,8 @@ impl GpuWorker {
             true => {
                 let q = WitnessQuery::B2;
                 let mut batch = self
-                    .msm
-                    .batch::<G2>(g2_chunk(plan.chunk, split.host().tail().len()))
+                    .side
+                    .batch::<G2>(g2_chunk(plan.chunk, tail))
                     .map_err(msm_err(q.name()))?;
                 let bases = source::<G2>(resident.and_then(|k| k.b_g2.as_ref()), &key.b_g2);
                 let t = batch
@@ -650,25 +706,35 @@ impl GpuWorker {
             }
             false => None,
         };
-        let g1 = g1.finish().map_err(msm_err("g1"))?;
+        let g1 = g1.finish().map_err(msm_err("l, a, b_g1"))?;
         let g2 = match g2 {
             Some((batch, t)) => Some((batch.finish().map_err(msm_err("b_g2"))?, t)),
             None => None,
         };
-        Ok(MsmSums {
-            g1,
-            h: th,
-            tickets,
-            g2,
-        })
+        Ok((g1, tickets, g2))
+    }
+}
+
+/// The witness queries' sums in pinned memory: G1's batch with L, A, B1's tickets, and B2's.
+type WitnessSums = (
+    MsmResults<G1>,
+    Vec<Ticket>,
+    Option<(MsmResults<G2>, Ticket)>,
+);
+
+/// An MSM error of `query`.
+fn msm_err(query: &'static str) -> impl Fn(zkpipe_msm::CudaError) -> ProveError {
+    move |e| ProveError::Msm {
+        query,
+        source: zkpipe_msm::MsmError::device(e),
     }
 }
 
 impl MsmSums {
     /// The sums, on the host.
     fn combine(self) -> Result<(G1Parts, Option<G2Projective>), zkpipe_msm::CudaError> {
-        let h = match self.h {
-            Some(t) => self.g1.sum(t)?,
+        let h = match &self.h {
+            Some((r, t)) => r.sum(*t)?,
             None => G1Projective::identity(),
         };
         let mut sums = [G1Projective::identity(); 3];
@@ -693,6 +759,13 @@ fn source<'a, C: GpuCurve>(
         Some(r) => BaseSource::Resident(r),
         None => BaseSource::host(host),
     }
+}
+
+/// The G1 split MSMs' chunk: no more than H's, nor than the tail needs (their Pippenger sums
+/// tail entries only; with a streamed key the chunk also bounds the bases per copy).
+fn split_chunk(chunk: usize, tail: usize) -> usize {
+    let tail = tail.max(crate::plan::MIN_CHUNK).next_power_of_two();
+    chunk.clamp(crate::plan::MIN_CHUNK, tail)
 }
 
 /// The G2 batch's chunk: half the G1 chunk's points (each twice the size), and no more than

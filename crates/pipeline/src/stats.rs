@@ -71,10 +71,14 @@ pub struct JobReport {
     pub job: u64,
     /// How the job used the device (empty on the CPU backend).
     pub plan: String,
-    /// Device milliseconds of each stage, measured with CUDA events, in order: `h_step`, then
-    /// one entry per MSM (`msm_h`, `msm_l`, `msm_a`, `msm_b_g1`, and `msm_b_g2` when G2 runs on
-    /// the GPU). Empty on the CPU backend.
+    /// Device milliseconds of each stage, measured with CUDA events: `h_step`, `msm_h`, and on
+    /// the second stream beside it `msm_l`, `msm_a`, `msm_b_g1` (and `msm_b_g2` when G2 runs
+    /// on the GPU). Empty on the CPU backend.
     pub device_ms: Vec<(&'static str, f64)>,
+    /// Device milliseconds from the H step's start to the end of the job's last MSM: the
+    /// GPU time of the job (its MSMs run on two streams at once, so the stages overlap and
+    /// their sum is more). 0 on the CPU backend.
+    pub device_span_ms: f64,
     /// Host milliseconds staging the job's uploads, outside the GPU lock.
     pub staging_ms: f64,
     /// Host milliseconds the job held the GPU lock.
@@ -86,7 +90,8 @@ pub struct JobReport {
 }
 
 impl JobReport {
-    /// The job's device milliseconds, all stages together.
+    /// The stages' device milliseconds added up (more than [`JobReport::device_span_ms`]
+    /// where stages overlap).
     pub fn device_total_ms(&self) -> f64 {
         self.device_ms.iter().fold(0.0, |acc, (_, ms)| acc + ms)
     }
@@ -109,8 +114,9 @@ pub struct EngineStats {
     pub g2_msm_ms: f64,
     /// Device time of the H step, measured with CUDA events (ms; 0 on the CPU backend).
     pub h_gpu_ms: f64,
-    /// Device time of a job's MSMs (G1, and B2 when it runs on the GPU), measured with CUDA
-    /// events (ms; 0 on the CPU backend).
+    /// Device time of a job's MSMs (G1, and B2 when it runs on the GPU; they run on two
+    /// streams at once, so this is the span from the H step's end to the last MSM's),
+    /// measured with CUDA events (ms; 0 on the CPU backend).
     pub msm_gpu_ms: f64,
     /// Time staging uploads outside the GPU lock (ms).
     pub staging_ms: f64,
