@@ -229,9 +229,10 @@ impl GpuWorker {
         self.dev.sample(stats);
 
         let guard = self.dev.lock.lock();
+        // The host's H step time brackets the device's: the clock starts inside it.
+        let t = Instant::now();
         let mut clock =
             StageClock::start(&self.dev.ctx, self.ntt.stream()).map_err(|e| self.err(e))?;
-        let t = Instant::now();
         let Staged {
             a,
             b,
