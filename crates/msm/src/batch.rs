@@ -138,37 +138,77 @@ struct Pending<J: bytemuck::Pod> {
     _device: Vec<DeviceBuffer<J>>,
 }
 
+/// The device memory of a batch: the Pippenger workspace for chunks of up to a number of
+/// points, the two point buffers of streamed bases (allocated on first use) and the copy
+/// stream. A caller can keep it from one batch to the next ([`CudaMsm::batch_in`],
+/// [`MsmBatch::finish_keeping`]), sparing the allocations and frees of every batch.
+pub struct BatchMemory<C: GpuCurve> {
+    plan: Plan,
+    ws: Workspace<C::Jacobian>,
+    slots: Option<[DeviceBuffer<C::GpuAffine>; 2]>,
+    copy: Stream,
+}
+
+impl<C: GpuCurve> std::fmt::Debug for BatchMemory<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatchMemory")
+            .field("chunk", &self.plan.n)
+            .field("streams_bases", &self.slots.is_some())
+            .finish()
+    }
+}
+
+impl<C: GpuCurve> BatchMemory<C> {
+    /// Points per chunk.
+    pub fn chunk(&self) -> usize {
+        self.plan.n
+    }
+}
+
 /// MSMs of one curve enqueued back to back on the MSM stream (see the module's text).
 #[derive(Debug)]
 pub struct MsmBatch<'m, C: GpuCurve> {
     msm: &'m CudaMsm,
     plan: Plan,
-    ws: Workspace<C::Jacobian>,
-    slots: Option<[DeviceBuffer<C::GpuAffine>; 2]>,
+    /// Always present until [`MsmBatch::finish_keeping`] hands it back.
+    mem: Option<BatchMemory<C>>,
     used: [Option<Event>; 2],
-    copy: Stream,
     ones_threads: usize,
     pending: Vec<Pending<C::Jacobian>>,
 }
 
 impl CudaMsm {
-    /// A batch whose Pippenger runs over chunks of at most `chunk` points (each MSM's points
-    /// in chunks of that size, accumulated into the same buckets).
-    pub fn batch<C: GpuCurve>(&self, chunk: usize) -> Result<MsmBatch<'_, C>, CudaError> {
+    /// The device memory of batches whose Pippenger runs over chunks of at most `chunk`
+    /// points.
+    pub fn batch_memory<C: GpuCurve>(&self, chunk: usize) -> Result<BatchMemory<C>, CudaError> {
         if chunk < 32 {
             return Err(CudaError::Chunk { chunk });
         }
         let plan = Plan::new(chunk);
-        Ok(MsmBatch {
-            msm: self,
+        Ok(BatchMemory {
             ws: Workspace::alloc(self.context(), plan)?,
             plan,
             slots: None,
-            used: [None, None],
             copy: Stream::new(self.context())?,
+        })
+    }
+
+    /// A batch whose Pippenger runs over chunks of at most `chunk` points (each MSM's points
+    /// in chunks of that size, accumulated into the same buckets).
+    pub fn batch<C: GpuCurve>(&self, chunk: usize) -> Result<MsmBatch<'_, C>, CudaError> {
+        Ok(self.batch_in(self.batch_memory(chunk)?))
+    }
+
+    /// A batch in memory kept from an earlier one ([`MsmBatch::finish_keeping`]).
+    pub fn batch_in<C: GpuCurve>(&self, mem: BatchMemory<C>) -> MsmBatch<'_, C> {
+        MsmBatch {
+            msm: self,
+            plan: mem.plan,
+            mem: Some(mem),
+            used: [None, None],
             ones_threads: ones_threads(self),
             pending: Vec::new(),
-        })
+        }
     }
 
     /// Device bytes of a batch of chunks of `chunk` points running `msms` MSMs: the
@@ -329,20 +369,25 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
             BaseSource::Resident(r) => {
                 let b = Kernels { k, resident: true };
                 let buf = CudaMsm::bases_buffer(r);
+                let ws = &mut memory(&mut self.mem)?.ws;
                 for i in 0..chunks.len() {
-                    work(&b, &mut self.ws, (i, s, buf, None))?;
+                    work(&b, ws, (i, s, buf, None))?;
                 }
                 Ok(())
             }
             BaseSource::Pinned(_) | BaseSource::Pageable(_) => {
-                if self.slots.is_none() {
+                let mem = memory(&mut self.mem)?;
+                if mem.slots.is_none() {
                     let ctx = msm.context();
-                    let n = self.plan.n;
-                    self.slots = Some([DeviceBuffer::alloc(ctx, n)?, DeviceBuffer::alloc(ctx, n)?]);
+                    let n = mem.plan.n;
+                    mem.slots = Some([DeviceBuffer::alloc(ctx, n)?, DeviceBuffer::alloc(ctx, n)?]);
                 }
                 let b = Kernels { k, resident: false };
-                let (slots, used, copy, ws) =
-                    (&mut self.slots, &mut self.used, &self.copy, &mut self.ws);
+                let BatchMemory {
+                    slots, copy, ws, ..
+                } = mem;
+                let used = &mut self.used;
+                let copy = &*copy;
                 let slots = slots.as_mut().ok_or(CudaError::Chunk { chunk: 0 })?;
                 let ran = copy_scope(|sc| -> Result<(), CudaError> {
                     for (i, &(lo, hi)) in chunks.iter().enumerate() {
@@ -391,7 +436,9 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
         let win = match windows {
             Some(()) => {
                 let mut out = DeviceBuffer::<C::Jacobian>::alloc(ctx, self.plan.out_len())?;
-                self.ws.windows::<C>(k, s, &mut out, None)?;
+                memory(&mut self.mem)?
+                    .ws
+                    .windows::<C>(k, s, &mut out, None)?;
                 let host = PinnedBuffer::new(ctx, out.len())?;
                 let inflight = download(s, &out, 0, host)?;
                 device.push(out);
@@ -422,10 +469,20 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
 
     /// Waits for every MSM of the batch, frees its device memory, and returns the results
     /// to combine (on the host, after the GPU is let go).
-    pub fn finish(mut self) -> Result<MsmResults<C>, CudaError> {
+    pub fn finish(self) -> Result<MsmResults<C>, CudaError> {
+        self.finish_keeping().map(|(results, _)| results)
+    }
+
+    /// As [`MsmBatch::finish`], handing the batch's memory back for the next batch
+    /// ([`CudaMsm::batch_in`]) instead of freeing it.
+    pub fn finish_keeping(mut self) -> Result<(MsmResults<C>, BatchMemory<C>), CudaError> {
         let s = self.msm.stream().synchronize();
-        let c = self.copy.synchronize();
+        let c = match &self.mem {
+            Some(m) => m.copy.synchronize(),
+            None => Ok(()),
+        };
         let pending = std::mem::take(&mut self.pending);
+        self.used = [None, None];
         s?;
         c?;
         let mut out = Vec::with_capacity(pending.len());
@@ -434,11 +491,20 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
             let ones = p.ones.map(|o| o.wait()).transpose()?;
             out.push((windows, ones));
         }
-        Ok(MsmResults {
-            plan: self.plan,
-            parts: out,
-        })
+        let mem = self.mem.take().ok_or(CudaError::Chunk { chunk: 0 })?;
+        Ok((
+            MsmResults {
+                plan: self.plan,
+                parts: out,
+            },
+            mem,
+        ))
     }
+}
+
+/// The batch's memory (present until `finish_keeping` takes it).
+fn memory<C: GpuCurve>(m: &mut Option<BatchMemory<C>>) -> Result<&mut BatchMemory<C>, CudaError> {
+    m.as_mut().ok_or(CudaError::Chunk { chunk: 0 })
 }
 
 impl<C: GpuCurve> Drop for MsmBatch<'_, C> {
@@ -446,7 +512,10 @@ impl<C: GpuCurve> Drop for MsmBatch<'_, C> {
         // Nothing goes while a kernel or a copy may still use it (an error path).
         if !self.pending.is_empty() || self.used.iter().any(Option::is_some) {
             let s = self.msm.stream().synchronize();
-            let c = self.copy.synchronize();
+            let c = match &self.mem {
+                Some(m) => m.copy.synchronize(),
+                None => Ok(()),
+            };
             if let Err(e) = s.and(c) {
                 tracing::warn!(error = %e, "waiting for an MSM batch being dropped failed");
             }

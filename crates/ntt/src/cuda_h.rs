@@ -22,14 +22,16 @@ use crate::marks::{mark, Marks};
 use crate::{CudaNtt, NttError};
 
 /// The device memory of one H step: a, b, c and a scratch vector, 2^k elements each (16 GiB
-/// at 2^27). After a step, [`HStepBuffers::h`] holds h; the buffers can serve the next step
-/// as they are ([`CudaNtt::h_step_pinned_into`]), which spares the allocations and frees and
-/// the slower first writes to fresh memory.
+/// at 2^27), or a, b and the scratch vector alone for the three-vector step (c then comes from
+/// pinned memory). After a step, [`HStepBuffers::h`] holds h; the buffers can serve the next
+/// step as they are ([`CudaNtt::h_step_in`], [`CudaNtt::h_step_three_in`],
+/// [`CudaNtt::h_step_pinned_into`]), which spares the allocations and frees and the slower
+/// first writes to fresh memory.
 #[derive(Debug)]
 pub struct HStepBuffers {
     a: DeviceBuffer<Fr>,
     b: DeviceBuffer<Fr>,
-    c: DeviceBuffer<Fr>,
+    c: Option<DeviceBuffer<Fr>>,
     scratch: DeviceBuffer<Fr>,
 }
 
@@ -50,9 +52,26 @@ impl HStepBuffers {
         &self.a
     }
 
-    /// Keeps h and frees the other three vectors.
+    /// Keeps h and frees the other vectors.
     pub fn into_h(self) -> DeviceBuffer<Fr> {
         self.a
+    }
+
+    /// Where a step's inputs go before [`CudaNtt::h_step_in`]: a, b, and c when the buffers
+    /// hold one.
+    pub fn inputs_mut(
+        &mut self,
+    ) -> (
+        &mut DeviceBuffer<Fr>,
+        &mut DeviceBuffer<Fr>,
+        Option<&mut DeviceBuffer<Fr>>,
+    ) {
+        (&mut self.a, &mut self.b, self.c.as_mut())
+    }
+
+    /// Device bytes of buffers of `n` elements: four vectors, or three without c.
+    pub fn bytes(n: usize, with_c: bool) -> usize {
+        n * std::mem::size_of::<Fr>() * if with_c { 4 } else { 3 }
     }
 }
 
@@ -64,7 +83,20 @@ impl CudaNtt {
         Ok(HStepBuffers {
             a: alloc()?,
             b: alloc()?,
-            c: alloc()?,
+            c: Some(alloc()?),
+            scratch: alloc()?,
+        })
+    }
+
+    /// Allocates the buffers of three-vector H steps of `n` elements: a, b and the scratch
+    /// vector ([`CudaNtt::h_step_three_in`]).
+    pub fn h_step_buffers_three(&self, n: usize) -> Result<HStepBuffers, NttError> {
+        Domain::for_len(n)?;
+        let alloc = || DeviceBuffer::<Fr>::alloc(&self.ctx, n);
+        Ok(HStepBuffers {
+            a: alloc()?,
+            b: alloc()?,
+            c: None,
             scratch: alloc()?,
         })
     }
@@ -79,24 +111,40 @@ impl CudaNtt {
         c: DeviceBuffer<Fr>,
     ) -> Result<DeviceBuffer<Fr>, NttError> {
         crate::check_batch([a.len(), b.len(), c.len()].into_iter())?;
-        let d = Domain::for_len(a.len())?;
+        Domain::for_len(a.len())?;
         let scratch = DeviceBuffer::<Fr>::alloc(&self.ctx, a.len())?;
-        let mut bufs = HStepBuffers { a, b, c, scratch };
+        let mut bufs = HStepBuffers {
+            a,
+            b,
+            c: Some(c),
+            scratch,
+        };
+        self.h_step_in(&mut bufs)?;
+        Ok(bufs.into_h())
+    }
+
+    /// The H step on a, b, c already in `bufs` (four-vector buffers kept by the caller): when
+    /// it returns, [`HStepBuffers::h`] holds h's coefficients, computed.
+    pub fn h_step_in(&self, bufs: &mut HStepBuffers) -> Result<(), NttError> {
+        let n = bufs.len();
+        let c_len = bufs.c.as_ref().ok_or(NttError::NoDeviceC)?.len();
+        crate::check_batch([n, bufs.b.len(), c_len, bufs.scratch.len()].into_iter())?;
+        let d = Domain::for_len(n)?;
         let mut marks = Marks::new(&self.ctx);
         let ran = mark(&mut marks, "start", &self.stream)
             .and_then(|()| self.to_coset(&d, &mut bufs.a, &mut bufs.scratch, false))
             .and_then(|()| mark(&mut marks, "a", &self.stream))
             .and_then(|()| self.to_coset(&d, &mut bufs.b, &mut bufs.scratch, false))
             .and_then(|()| mark(&mut marks, "b", &self.stream))
-            .and_then(|()| self.finish(&d, &mut bufs, &mut marks));
-        // On every path: nothing goes while a kernel may still read it.
+            .and_then(|()| self.finish(&d, bufs, &mut marks));
+        // On every path: nothing is handed back while a kernel may still use it.
         let waited = self.stream.synchronize();
         ran?;
         waited?;
         if let Some(m) = marks {
             m.log("ntt.h_step_device")?;
         }
-        Ok(bufs.into_h())
+        Ok(())
     }
 
     /// The H step in three device vectors instead of four, for a card that cannot hold four:
@@ -112,37 +160,57 @@ impl CudaNtt {
         c: Pinned<'_, Fr>,
     ) -> Result<DeviceBuffer<Fr>, NttError> {
         crate::check_batch([a.len(), b.len(), c.len()].into_iter())?;
-        let d = Domain::for_len(a.len())?;
+        Domain::for_len(a.len())?;
         let scratch = DeviceBuffer::<Fr>::alloc(&self.ctx, a.len())?;
-        let (mut a, mut b, mut scratch) = (a, b, scratch);
+        let mut bufs = HStepBuffers {
+            a,
+            b,
+            c: None,
+            scratch,
+        };
+        self.h_step_three_in(&mut bufs, c)?;
+        Ok(bufs.into_h())
+    }
+
+    /// The three-vector H step on a and b already in `bufs` (kept by the caller; a c vector
+    /// it may hold is not used), c copied in from pinned memory: when it returns,
+    /// [`HStepBuffers::h`] holds h's coefficients, computed.
+    pub fn h_step_three_in(
+        &self,
+        bufs: &mut HStepBuffers,
+        c: Pinned<'_, Fr>,
+    ) -> Result<(), NttError> {
+        let n = bufs.len();
+        crate::check_batch([n, bufs.b.len(), c.len(), bufs.scratch.len()].into_iter())?;
+        let d = Domain::for_len(n)?;
         let g = coset_generator();
         let scale = d.n_inv * vanishing_inverse_on_coset(&d, g);
         let g_inv = g.invert().unwrap_or(Scalar::ZERO);
         let over_z = self.shift_tables(&d, Scalar::ONE, scale)?;
         let from_coset = self.shift_tables(&d, g_inv, scale)?;
+        let HStepBuffers { a, b, scratch, .. } = bufs;
         let ran = copy_scope(|sc| -> Result<(), NttError> {
-            self.to_coset(&d, &mut a, &mut scratch, false)?;
-            self.to_coset(&d, &mut b, &mut scratch, false)?;
+            self.to_coset(&d, a, scratch, false)?;
+            self.to_coset(&d, b, scratch, false)?;
             // a·b on the coset, interpolated: times g^-e/(n·Z).
             let last = Fused {
                 scale: Some(ScaleAt::Output(&from_coset)),
-                input_times: Some(&b),
+                input_times: Some(b),
                 output_minus: None,
             };
-            self.passes(&d, &mut a, &mut scratch, true, last)?;
+            self.passes(&d, a, scratch, true, last)?;
             // c into b's buffer, on the NTT stream: after the pass that read b.
-            sc.upload(&self.stream, c, &mut b, 0)?;
+            sc.upload(&self.stream, c, b, 0)?;
             let c_over_z = Fused::scaled(ScaleAt::Output(&over_z));
-            self.passes(&d, &mut b, &mut scratch, true, c_over_z)?;
-            self.k.sub(&self.stream, &mut a, &b)
+            self.passes(&d, b, scratch, true, c_over_z)?;
+            self.k.sub(&self.stream, a, b)
         });
-        // On every path: nothing goes while a kernel may still use it (the scope has waited
-        // for the copy).
+        // On every path: nothing is handed back while a kernel may still use it (the scope
+        // has waited for the copy).
         let waited = self.stream.synchronize();
         ran??;
         waited?;
-        drop((b, scratch));
-        Ok(a)
+        Ok(())
     }
 
     /// The H step from pinned host memory, in buffers allocated for the call: see
@@ -184,7 +252,8 @@ impl CudaNtt {
         mark(&mut marks, "a_up", &self.copy)?;
         let up_b = upload(&self.copy, b, &mut bufs.b, 0)?;
         mark(&mut marks, "b_up", &self.copy)?;
-        let ups = [up_a, up_b, upload(&self.copy, c, &mut bufs.c, 0)?];
+        let bufs_c = bufs.c.as_mut().ok_or(NttError::NoDeviceC)?;
+        let ups = [up_a, up_b, upload(&self.copy, c, bufs_c, 0)?];
         let ran = mark(&mut marks, "uploaded", &self.copy)
             .and_then(|()| self.first_pass_by_blocks(&d, bufs, &ups[0], blocks))
             .and_then(|()| wait(self, &ups[0]))
@@ -268,13 +337,14 @@ impl CudaNtt {
         let from_coset = self.shift_tables(d, g_inv, scale)?;
         // C/Z: c's coefficients, each times 1/(n·Z).
         let c_over_z = Fused::scaled(ScaleAt::Output(&over_z));
-        self.passes(d, &mut bufs.c, &mut bufs.scratch, true, c_over_z)?;
+        let c = bufs.c.as_mut().ok_or(NttError::NoDeviceC)?;
+        self.passes(d, c, &mut bufs.scratch, true, c_over_z)?;
         mark(marks, "c", &self.stream)?;
         // h = (a·b on the coset, interpolated: times g^-e/(n·Z)) - C/Z.
         let last = Fused {
             scale: Some(ScaleAt::Output(&from_coset)),
             input_times: Some(&bufs.b),
-            output_minus: Some(&bufs.c),
+            output_minus: bufs.c.as_ref(),
         };
         self.passes(d, &mut bufs.a, &mut bufs.scratch, true, last)?;
         mark(marks, "h", &self.stream)

@@ -133,6 +133,10 @@ pub enum NttError {
     /// Vectors of one batch (or of the H step) of different lengths.
     #[error("batch vectors differ in length: {first} and {other}")]
     BatchLengths { first: usize, other: usize },
+    /// H-step buffers of the three-vector kind (no c on the device) given to the four-vector
+    /// step.
+    #[error("H step: the buffers hold no vector for c (three-vector buffers need c from pinned memory: h_step_three_in)")]
+    NoDeviceC,
     /// A device buffer too small for the transform.
     #[error("device buffer of {len} elements is too small for {needed}")]
     BufferTooSmall { len: usize, needed: usize },

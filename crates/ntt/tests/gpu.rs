@@ -230,6 +230,44 @@ fn gpu_h_step_matches_cpu() {
             let h: Vec<Scalar> = h.to_vec().unwrap().into_iter().map(Into::into).collect();
             assert_eq!(&h[..n - 1], &want[..], "three vectors, {what}, 2^{log_n}");
         }
+        // Kept buffers, inputs copied in by the caller: four vectors, then three (c from
+        // pinned memory), each used for two steps.
+        let mut four = gpu.h_step_buffers(n).unwrap();
+        let mut three = gpu.h_step_buffers_three(n).unwrap();
+        for (c, want, what) in [(&c2, &want2, "random c"), (&c, &want, "c = a·b")] {
+            let (da, db, dc) = four.inputs_mut();
+            da.copy_from_host(cast::scalars_as_fr(&a)).unwrap();
+            db.copy_from_host(cast::scalars_as_fr(&b)).unwrap();
+            dc.unwrap().copy_from_host(cast::scalars_as_fr(c)).unwrap();
+            ctx.synchronize().unwrap();
+            gpu.h_step_in(&mut four).unwrap();
+            let (ta, tb, tc) = three.inputs_mut();
+            assert!(tc.is_none());
+            ta.copy_from_host(cast::scalars_as_fr(&a)).unwrap();
+            tb.copy_from_host(cast::scalars_as_fr(&b)).unwrap();
+            ctx.synchronize().unwrap();
+            let host_c = pin(c);
+            gpu.h_step_three_in(&mut three, Pinned::new(&host_c))
+                .unwrap();
+            for (bufs, kind) in [(&four, "four"), (&three, "three")] {
+                let h: Vec<Scalar> = bufs
+                    .h()
+                    .to_vec()
+                    .unwrap()
+                    .into_iter()
+                    .map(Into::into)
+                    .collect();
+                assert_eq!(
+                    &h[..n - 1],
+                    &want[..],
+                    "kept {kind} vectors, {what}, 2^{log_n}"
+                );
+            }
+        }
+        assert!(matches!(
+            gpu.h_step_in(&mut three),
+            Err(NttError::NoDeviceC)
+        ));
         // Inputs of another length than the buffers: an error naming both.
         let long = random(2 * n, &mut rng);
         let err = gpu

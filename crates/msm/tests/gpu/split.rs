@@ -181,6 +181,22 @@ fn chunked_dense_matches_blst_and_mixes_with_split_in_one_batch() {
         assert_eq!(out.sum(b).unwrap(), split_want, "split, chunk {chunk}");
         assert_eq!(out.sum(c).unwrap(), want, "streamed, chunk {chunk}");
     }
+    // One batch's memory kept for the next ones.
+    let mut mem = gpu.batch_memory::<G1>(4096).unwrap();
+    for round in 0..3 {
+        let mut batch = gpu.batch_in(mem);
+        let a = batch
+            .dense(BaseSource::Pinned(Pinned::new(&host)), &dev_s, n)
+            .unwrap();
+        let b = batch
+            .split(BaseSource::Resident(&resident), &dev_split, &q)
+            .unwrap();
+        let (out, kept) = batch.finish_keeping().unwrap();
+        assert_eq!(kept.chunk(), 4096);
+        mem = kept;
+        assert_eq!(out.sum(a).unwrap(), want, "kept memory, round {round}");
+        assert_eq!(out.sum(b).unwrap(), split_want, "kept memory, round {round}");
+    }
 }
 
 #[test]
