@@ -15,10 +15,10 @@ use rayon::prelude::*;
 use zkpipe_cuda::{Context, DeviceBuffer, Stream};
 use zkpipe_field::{cast, Fr};
 use zkpipe_msm::{
-    BaseSource, Bases, CudaMsm, DeviceBases, DeviceQuery, DeviceSplit, GpuCurve, MsmResults,
-    SplitQuery, SplitScalars, Ticket, G1, G2,
+    BaseSource, Bases, BatchMemory, CudaMsm, DeviceBases, DeviceQuery, DeviceSplit, GpuCurve,
+    MsmResults, SplitQuery, SplitScalars, Ticket, G1, G2,
 };
-use zkpipe_ntt::CudaNtt;
+use zkpipe_ntt::{CudaNtt, HStepBuffers};
 use zkpipe_pinned::{PinnableVec, PinnedPool, PooledBuffer};
 use zkpipe_stream::{upload, GpuLock, Pinned, VramBudget, VramGrant};
 
@@ -114,23 +114,43 @@ fn g2_bytes(n: usize) -> usize {
     n * std::mem::size_of::<blstrs::G2Affine>()
 }
 
-/// A job's witness on the device (and c, in the three-vector plan, page-locked on the host).
+/// What staging leaves besides a, b (and c) in the H step's vectors: c on the host for the
+/// three-vector step, and the split witness on the device.
 struct Staged {
-    a: DeviceBuffer<Fr>,
-    b: DeviceBuffer<Fr>,
-    c: StagedC,
+    c: Option<HostC>,
     split: DeviceSplit,
     /// Bitmaps of L, A and B (B1 and B2 share B's).
     queries: [DeviceQuery; 3],
     bytes: u64,
 }
 
-enum StagedC {
-    Device(DeviceBuffer<Fr>),
+/// c of the three-vector step, page-locked on the host, padded to n.
+enum HostC {
     /// A caller's vector, page-locked in place for the job.
-    Host(PinnableVec<Scalar>),
-    /// Lent pinned memory, padded.
+    Registered(PinnableVec<Scalar>),
+    /// Lent pinned memory.
     Lent(PooledBuffer<Fr>),
+}
+
+/// A job's device memory: the H step's vectors (none for a one-point domain) and the MSM
+/// batches' memory, kept by the worker from job to job or allocated for the job.
+#[derive(Debug)]
+struct JobMemory {
+    h_step: Option<HStepBuffers>,
+    h_batch: BatchMemory<G1>,
+    side_batch: BatchMemory<G1>,
+    g2_batch: Option<BatchMemory<G2>>,
+}
+
+/// What memory of a worker serves: domain size, H step, H's chunk, the split MSMs' chunk.
+type MemoryShape = (usize, HStep, usize, usize);
+
+/// A worker's memory kept from job to job, and its grant.
+#[derive(Debug)]
+struct Kept {
+    shape: MemoryShape,
+    mem: JobMemory,
+    _grant: VramGrant,
 }
 
 /// The split witness on the host, before staging.
@@ -186,6 +206,8 @@ pub(crate) struct GpuWorker {
     /// Budget grants for the NTT's cached tables, one per domain size this worker has seen:
     /// they stay allocated after the job, so they stay granted.
     tables: Mutex<HashMap<u32, VramGrant>>,
+    /// Device memory kept from job to job, under plans that keep it.
+    kept: Mutex<Option<Kept>>,
 }
 
 impl GpuWorker {
@@ -198,6 +220,7 @@ impl GpuWorker {
             msm: CudaMsm::new(&dev.ctx).map_err(|e| ProveError::device(d, e))?,
             side: CudaMsm::new(&dev.ctx).map_err(|e| ProveError::device(d, e))?,
             tables: Mutex::new(HashMap::new()),
+            kept: Mutex::new(None),
             dev,
         })
     }
@@ -223,7 +246,10 @@ impl GpuWorker {
         let t = Instant::now();
         let witness = SplitWitness::of(z)?;
         let (plan, resident, grant) = self.admit(key, &witness)?;
-        let staged = self.stage(&plan, key.domain_size(), abc, witness, stats)?;
+        let n = key.domain_size();
+        let tail = witness.split.tail().len();
+        let (mut mem, kept) = self.job_memory(&plan, n, tail)?;
+        let staged = self.stage(&plan, n, abc, witness, &mut mem, stats)?;
         let staging_ms = t.elapsed().as_secs_f64() * 1e3;
         Counters::add(&stats.stage_ns, t.elapsed());
         self.dev.sample(stats);
@@ -234,17 +260,20 @@ impl GpuWorker {
         let mut clock =
             StageClock::start(&self.dev.ctx, self.ntt.stream()).map_err(|e| self.err(e))?;
         let Staged {
-            a,
-            b,
             c,
             split,
             queries,
             bytes,
         } = staged;
-        let h = match key.domain_size() {
-            1 => None, // a one-point domain: h has no coefficients
-            _ => Some(self.h_step(a, b, c)?),
-        };
+        let JobMemory {
+            mut h_step,
+            h_batch,
+            side_batch,
+            g2_batch,
+        } = mem;
+        if let Some(bufs) = h_step.as_mut() {
+            self.h_step(bufs, c)?;
+        }
         clock
             .mark("h_step", self.ntt.stream())
             .map_err(|e| self.err(e))?;
@@ -253,18 +282,30 @@ impl GpuWorker {
         let t = Instant::now();
         let staged_split = (split, queries);
         let mut lane = None;
+        let batches = (h_batch, side_batch, g2_batch);
         let sums = self.msms(
-            &plan,
             key,
             resident.as_deref(),
-            h.as_ref(),
+            h_step.as_ref().map(HStepBuffers::h),
             &staged_split,
+            batches,
             &mut clock,
             &mut lane,
         );
         self.dev.sample(stats);
-        drop((h, staged_split));
-        let sums = sums?;
+        drop(staged_split);
+        let (sums, (h_batch, side_batch, g2_batch)) = sums?;
+        let mem = JobMemory {
+            h_step,
+            h_batch,
+            side_batch,
+            g2_batch,
+        };
+        // Kept for the worker's next job, or freed before the lock is let go.
+        match kept {
+            Some((shape, grant)) => self.keep(shape, mem, grant),
+            None => drop(mem),
+        }
         Counters::add(&stats.g1_ns, t.elapsed());
         let lock_ms = guard.held_for().as_secs_f64() * 1e3;
         Counters::add(&stats.lock_ns, guard.held_for());
@@ -293,18 +334,19 @@ impl GpuWorker {
     }
 
     fn record(&self, stats: &Counters, r: &JobReport) {
-        let h_ms: f64 = r
+        let h_ms = r
             .device_ms
             .iter()
             .filter(|s| s.0 == "h_step")
-            .map(|s| s.1)
-            .sum();
+            .fold(0.0, |acc, s| acc + s.1);
+        // The MSMs' device time: from the H step's end to the last MSM's (they overlap).
+        let msm_ms = r.device_span_ms - h_ms;
         Counters::add_ms(&stats.h_gpu_ns, h_ms);
-        Counters::add_ms(&stats.msm_gpu_ns, r.device_total_ms() - h_ms);
+        Counters::add_ms(&stats.msm_gpu_ns, msm_ms);
         let span = tracing::Span::current();
         span.record("upload_bytes", r.uploaded_bytes);
         span.record("h_gpu_ms", h_ms);
-        span.record("msm_gpu_ms", r.device_total_ms() - h_ms);
+        span.record("msm_gpu_ms", msm_ms);
         tracing::info!(
             job = r.job,
             plan = %r.plan,
@@ -457,29 +499,97 @@ impl GpuWorker {
         Ok(Some(k))
     }
 
+    /// The job's device memory: under a plan that keeps it, this worker's kept memory (made
+    /// anew, under a grant of its own, when the plan's shape differs from the kept one's), with
+    /// its shape and grant to keep it again; else allocated for the job under the job's grant.
+    #[allow(clippy::type_complexity)]
+    fn job_memory(
+        &self,
+        plan: &JobPlan,
+        n: usize,
+        tail: usize,
+    ) -> Result<(JobMemory, Option<(MemoryShape, VramGrant)>), ProveError> {
+        let shape = (n, plan.h_step, plan.chunk, split_chunk(plan.chunk, tail));
+        if plan.kept == 0 {
+            return Ok((self.alloc_memory(shape)?, None));
+        }
+        let mut slot = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(k) = slot.take() {
+            if k.shape == shape {
+                return Ok((k.mem, Some((shape, k._grant))));
+            }
+            // Another shape: the old memory goes (and its grant) before the new is made.
+        }
+        drop(slot);
+        let grant = self.dev.budget.acquire(plan.kept, None)?;
+        Ok((self.alloc_memory(shape)?, Some((shape, grant))))
+    }
+
+    /// Allocates a job's memory for `shape`.
+    fn alloc_memory(&self, (n, h_step, chunk, side): MemoryShape) -> Result<JobMemory, ProveError> {
+        let h_step = match (n, h_step) {
+            (0 | 1, _) => None,
+            (_, HStep::Four) => Some(self.ntt.h_step_buffers(n)?),
+            (_, HStep::Three) => Some(self.ntt.h_step_buffers_three(n)?),
+        };
+        let e = |e| self.err(e);
+        Ok(JobMemory {
+            h_step,
+            h_batch: self.msm.batch_memory::<G1>(chunk).map_err(e)?,
+            side_batch: self.side.batch_memory::<G1>(side).map_err(e)?,
+            g2_batch: match self.dev.g2_on_gpu {
+                true => Some(
+                    self.side
+                        .batch_memory::<G2>(g2_chunk(chunk, side))
+                        .map_err(e)?,
+                ),
+                false => None,
+            },
+        })
+    }
+
+    /// Keeps `mem` for this worker's next job.
+    fn keep(&self, shape: MemoryShape, mem: JobMemory, grant: VramGrant) {
+        let mut slot = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        *slot = Some(Kept {
+            shape,
+            mem,
+            _grant: grant,
+        });
+    }
+
     /// Staging, outside the lock: a, b (and c, unless the plan copies it in later from
-    /// page-locked memory) and the split witness go to the device.
+    /// page-locked memory) go into the H step's vectors, and the split witness to the device.
     fn stage(
         &self,
         plan: &JobPlan,
         n: usize,
         abc: [Evaluations; 3],
         witness: SplitWitness,
+        mem: &mut JobMemory,
         stats: &Counters,
     ) -> Result<Staged, ProveError> {
         let [a, b, c] = abc;
-        let mut bytes = 3 * (n * FR) as u64;
-        let a_dev = self.upload_evaluations(a, n, stats)?;
-        let b_dev = self.upload_evaluations(b, n, stats)?;
-        let c = match (plan.h_step, c) {
-            (HStep::Four, c) => StagedC::Device(self.upload_evaluations(c, n, stats)?),
-            (HStep::Three, Evaluations::Pinned(c)) => StagedC::Lent(c.padded()),
-            (HStep::Three, Evaluations::Pageable(c)) => {
-                let v = PinnableVec::new(padded(c, n));
-                v.pin(&self.dev.ctx).map_err(|e| self.err(e))?;
-                StagedC::Host(v)
-            }
-        };
+        let mut bytes = 0u64;
+        let mut host_c = None;
+        if let Some(bufs) = mem.h_step.as_mut() {
+            bytes += 3 * (n * FR) as u64;
+            let (da, db, dc) = bufs.inputs_mut();
+            self.upload_evaluations(a, da, stats)?;
+            self.upload_evaluations(b, db, stats)?;
+            host_c = match (plan.h_step, dc, c) {
+                (HStep::Four, Some(dc), c) => {
+                    self.upload_evaluations(c, dc, stats)?;
+                    None
+                }
+                (_, _, Evaluations::Pinned(c)) => Some(HostC::Lent(c.padded())),
+                (_, _, Evaluations::Pageable(c)) => {
+                    let v = PinnableVec::new(padded(c, n));
+                    v.pin(&self.dev.ctx).map_err(|e| self.err(e))?;
+                    Some(HostC::Registered(v))
+                }
+            };
+        }
         let mut up = |v: &[Fr], pad: usize| -> Result<DeviceBuffer<Fr>, ProveError> {
             bytes += std::mem::size_of_val(v) as u64;
             self.upload(v, pad, stats)
@@ -504,23 +614,22 @@ impl GpuWorker {
         };
         let queries = [query(l)?, query(qa)?, query(qb)?];
         Ok(Staged {
-            a: a_dev,
-            b: b_dev,
-            c,
+            c: host_c,
             split,
             queries,
             bytes,
         })
     }
 
-    /// One of a, b, c on the device, padded with zeros to n: lent pinned memory goes up by
-    /// DMA as it is (and back to the engine's pool), a vector through the staging pool.
+    /// One of a, b, c into `dst`, padded with zeros to its length n: lent pinned memory goes
+    /// up by DMA as it is (and back to the engine's pool), a vector through the staging pool.
     fn upload_evaluations(
         &self,
         e: Evaluations,
-        n: usize,
+        dst: &mut DeviceBuffer<Fr>,
         stats: &Counters,
-    ) -> Result<DeviceBuffer<Fr>, ProveError> {
+    ) -> Result<(), ProveError> {
+        let n = dst.len();
         if e.len() > n {
             return Err(ProveError::Constraints {
                 constraints: e.len(),
@@ -529,7 +638,7 @@ impl GpuWorker {
         }
         let host = match e {
             Evaluations::Pageable(v) => {
-                return self.upload(cast::scalars_as_fr(&v), n - v.len(), stats)
+                return self.upload_into(dst, cast::scalars_as_fr(&v), stats);
             }
             Evaluations::Pinned(p) => p.padded(),
         };
@@ -541,30 +650,48 @@ impl GpuWorker {
             });
         }
         let t = Instant::now();
-        let mut dev = DeviceBuffer::<Fr>::alloc(&self.dev.ctx, n).map_err(|e| self.err(e))?;
-        upload(&self.copy, host, &mut dev, 0)
+        upload(&self.copy, host, dst, 0)
             .and_then(|copy| copy.wait())
             .map_err(|e| self.err(e))?;
         Counters::add(&stats.upload_ns, t.elapsed());
         stats
             .upload_bytes
             .fetch_add((n * FR) as u64, Ordering::Relaxed);
-        Ok(dev)
+        Ok(())
     }
 
-    /// Copies `v` to a new device buffer through pinned staging buffers from the device's
-    /// pool, chunk by chunk on this worker's copy stream (the memcpy of a chunk overlaps the
-    /// DMA of the one before); returns once the copies are done. `pad` zeros follow `v`.
+    /// Copies `v` to a new device buffer through pinned staging buffers: see
+    /// [`GpuWorker::upload_into`]. `pad` zeros follow `v`.
     fn upload<T: Pod + Send + Sync>(
         &self,
         v: &[T],
         pad: usize,
         stats: &Counters,
     ) -> Result<DeviceBuffer<T>, ProveError> {
-        let t = Instant::now();
         let mut dev =
             DeviceBuffer::<T>::alloc(&self.dev.ctx, v.len() + pad).map_err(|e| self.err(e))?;
-        if pad > 0 {
+        self.upload_into(&mut dev, v, stats)?;
+        Ok(dev)
+    }
+
+    /// Copies `v` to the start of `dev`, zeros after it, through pinned staging buffers from
+    /// the device's pool, chunk by chunk on this worker's copy stream (the memcpy of a chunk
+    /// overlaps the DMA of the one before); returns once the copies are done.
+    fn upload_into<T: Pod + Send + Sync>(
+        &self,
+        dev: &mut DeviceBuffer<T>,
+        v: &[T],
+        stats: &Counters,
+    ) -> Result<(), ProveError> {
+        let t = Instant::now();
+        if v.len() > dev.len() {
+            return Err(self.err(format!(
+                "staging {} elements into a device buffer of {}",
+                v.len(),
+                dev.len()
+            )));
+        }
+        if v.len() < dev.len() {
             dev.zero_async(&self.copy).map_err(|e| self.err(e))?;
         }
         let per = (STAGE_CHUNK * FR / std::mem::size_of::<T>().max(1)).max(1);
@@ -577,7 +704,7 @@ impl GpuWorker {
             host.par_chunks_mut(1 << 14)
                 .zip(chunk.par_chunks(1 << 14))
                 .for_each(|(d, s)| d.copy_from_slice(s));
-            upload(&self.copy, host, &mut dev, i * per)
+            upload(&self.copy, host, dev, i * per)
                 .map_err(|e| self.err(e))?
                 .release();
         }
@@ -586,87 +713,85 @@ impl GpuWorker {
         stats
             .upload_bytes
             .fetch_add(std::mem::size_of_val(v) as u64, Ordering::Relaxed);
-        Ok(dev)
+        Ok(())
     }
 
-    /// The H step: h's n coefficients on the device (the last is zero and meets no base).
-    fn h_step(
-        &self,
-        a: DeviceBuffer<Fr>,
-        b: DeviceBuffer<Fr>,
-        c: StagedC,
-    ) -> Result<DeviceBuffer<Fr>, ProveError> {
+    /// The H step in the job's vectors: h's n coefficients (the last is zero and meets no
+    /// base) in [`HStepBuffers::h`]; c from page-locked host memory in the three-vector step.
+    fn h_step(&self, bufs: &mut HStepBuffers, c: Option<HostC>) -> Result<(), ProveError> {
         match c {
-            StagedC::Device(c) => Ok(self.ntt.h_step_device(a, b, c)?),
-            StagedC::Host(c) => {
+            None => Ok(self.ntt.h_step_in(bufs)?),
+            Some(HostC::Registered(c)) => {
                 let view = Pinned::of_pinnable(&c, cast::scalars_as_fr)
                     .ok_or_else(|| self.err("c is not page-locked"))?;
-                Ok(self.ntt.h_step_three(a, b, view)?)
+                Ok(self.ntt.h_step_three_in(bufs, view)?)
             }
-            StagedC::Lent(c) => Ok(self.ntt.h_step_three(a, b, Pinned::new(&c))?),
+            Some(HostC::Lent(c)) => Ok(self.ntt.h_step_three_in(bufs, Pinned::new(&c))?),
         }
     }
 
     /// The MSMs: H on one stream, and beside it L, A, B1 (and B2 when G2 runs on the GPU) on
     /// another, each enqueued back to back by its own thread (enqueueing streamed bases waits
-    /// for their copies), marked on the clocks, and waited for once.
+    /// for their copies) in the job's batch memory, marked on the clocks, and waited for once.
+    /// The batch memory comes back with the sums.
     #[allow(clippy::too_many_arguments)]
     fn msms(
         &self,
-        plan: &JobPlan,
         key: &ProvingKey,
         resident: Option<&ResidentKey>,
         h: Option<&DeviceBuffer<Fr>>,
         staged: &(DeviceSplit, [DeviceQuery; 3]),
+        (h_mem, side_mem, g2_mem): Batches,
         clock: &mut StageClock,
         lane: &mut Option<StageClock>,
-    ) -> Result<MsmSums, ProveError> {
-        let (h_sum, witness_sums) = std::thread::scope(|sc| {
-            let side = sc.spawn(|| self.witness_msms(plan, key, resident, staged, lane));
-            let h_sum = self.h_msm(plan, key, resident, h, clock);
+    ) -> Result<(MsmSums, Batches), ProveError> {
+        let (h_part, side_part) = std::thread::scope(|sc| {
+            let side =
+                sc.spawn(|| self.witness_msms(key, resident, staged, (side_mem, g2_mem), lane));
+            let h_part = self.h_msm(key, resident, h, h_mem, clock);
             let side = side
                 .join()
                 .unwrap_or_else(|_| Err(self.err("the thread enqueueing the split MSMs panicked")));
-            (h_sum, side)
+            (h_part, side)
         });
-        let (g1, tickets, g2) = witness_sums?;
-        Ok(MsmSums {
-            h: h_sum?,
-            g1,
-            tickets,
-            g2,
-        })
+        let ((g1, tickets, g2), (side_mem, g2_mem)) = side_part?;
+        let (h, h_mem) = h_part?;
+        let sums = MsmSums { h, g1, tickets, g2 };
+        Ok((sums, (h_mem, side_mem, g2_mem)))
     }
 
     /// H's MSM on the main MSM stream (none for a one-point domain).
+    #[allow(clippy::type_complexity)]
     fn h_msm(
         &self,
-        plan: &JobPlan,
         key: &ProvingKey,
         resident: Option<&ResidentKey>,
         h: Option<&DeviceBuffer<Fr>>,
+        mem: BatchMemory<G1>,
         clock: &mut StageClock,
-    ) -> Result<Option<(MsmResults<G1>, Ticket)>, ProveError> {
-        let Some(h) = h else { return Ok(None) };
-        let mut batch = self.msm.batch::<G1>(plan.chunk).map_err(msm_err("h"))?;
+    ) -> Result<(Option<(MsmResults<G1>, Ticket)>, BatchMemory<G1>), ProveError> {
+        let Some(h) = h else { return Ok((None, mem)) };
+        let mut batch = self.msm.batch_in(mem);
         let bases = source::<G1>(resident.map(|k| &k.h), &key.h);
         let n = bases.len();
         let t = batch.dense(bases, h, n).map_err(msm_err("h"))?;
         clock
             .mark("msm_h", self.msm.stream())
             .map_err(|e| self.err(e))?;
-        Ok(Some((batch.finish().map_err(msm_err("h"))?, t)))
+        let (results, mem) = batch.finish_keeping().map_err(msm_err("h"))?;
+        Ok((Some((results, t)), mem))
     }
 
     /// The split MSMs of the witness queries on the side stream, on a clock of their own.
+    #[allow(clippy::type_complexity)]
     fn witness_msms(
         &self,
-        plan: &JobPlan,
         key: &ProvingKey,
         resident: Option<&ResidentKey>,
         (split, queries): &(DeviceSplit, [DeviceQuery; 3]),
+        (g1_mem, g2_mem): (BatchMemory<G1>, Option<BatchMemory<G2>>),
         lane: &mut Option<StageClock>,
-    ) -> Result<WitnessSums, ProveError> {
+    ) -> Result<(WitnessSums, (BatchMemory<G1>, Option<BatchMemory<G2>>)), ProveError> {
         let staged = |q: WitnessQuery| match q {
             WitnessQuery::L => &queries[0],
             WitnessQuery::A => &queries[1],
@@ -674,11 +799,7 @@ impl GpuWorker {
         };
         let s = self.side.stream();
         let clock = lane.insert(StageClock::start(&self.dev.ctx, s).map_err(|e| self.err(e))?);
-        let tail = split.host().tail().len();
-        let mut g1 = self
-            .side
-            .batch::<G1>(split_chunk(plan.chunk, tail))
-            .map_err(msm_err("l"))?;
+        let mut g1 = self.side.batch_in(g1_mem);
         let mut tickets = Vec::with_capacity(3);
         for q in G1Query::ALL {
             let name = q.query().name();
@@ -691,13 +812,10 @@ impl GpuWorker {
                 .mark(stage_name(q.query()), s)
                 .map_err(|e| self.err(e))?;
         }
-        let g2 = match self.dev.g2_on_gpu {
-            true => {
+        let g2 = match g2_mem {
+            Some(mem) => {
                 let q = WitnessQuery::B2;
-                let mut batch = self
-                    .side
-                    .batch::<G2>(g2_chunk(plan.chunk, tail))
-                    .map_err(msm_err(q.name()))?;
+                let mut batch = self.side.batch_in(mem);
                 let bases = source::<G2>(resident.and_then(|k| k.b_g2.as_ref()), &key.b_g2);
                 let t = batch
                     .split(bases, split, staged(q))
@@ -705,16 +823,22 @@ impl GpuWorker {
                 clock.mark(stage_name(q), s).map_err(|e| self.err(e))?;
                 Some((batch, t))
             }
-            false => None,
-        };
-        let g1 = g1.finish().map_err(msm_err("l, a, b_g1"))?;
-        let g2 = match g2 {
-            Some((batch, t)) => Some((batch.finish().map_err(msm_err("b_g2"))?, t)),
             None => None,
         };
-        Ok((g1, tickets, g2))
+        let (g1, g1_mem) = g1.finish_keeping().map_err(msm_err("l, a, b_g1"))?;
+        let (g2, g2_mem) = match g2 {
+            Some((batch, t)) => {
+                let (r, mem) = batch.finish_keeping().map_err(msm_err("b_g2"))?;
+                (Some((r, t)), Some(mem))
+            }
+            None => (None, None),
+        };
+        Ok(((g1, tickets, g2), (g1_mem, g2_mem)))
     }
 }
+
+/// The batch memories of a job: H's, the G1 split MSMs', B2's.
+type Batches = (BatchMemory<G1>, BatchMemory<G1>, Option<BatchMemory<G2>>);
 
 /// The witness queries' sums in pinned memory: G1's batch with L, A, B1's tickets, and B2's.
 type WitnessSums = (
@@ -798,10 +922,13 @@ fn describe(plan: &JobPlan, resident: bool) -> String {
         } else {
             "streamed from the page-locked key"
         },
-        if plan.side_by_side {
-            ", two jobs side by side"
-        } else {
-            ""
+        match (plan.kept, plan.side_by_side) {
+            (0, true) => ", memory per job, two jobs side by side".to_string(),
+            (0, false) => ", memory per job, one job at a time".to_string(),
+            (kept, _) => format!(
+                ", memory kept by each worker ({:.2} GiB)",
+                kept as f64 / (1u64 << 30) as f64
+            ),
         }
     )
 }

@@ -2,12 +2,16 @@
 //! function of the budget, what the device holds for good (a resident key, every worker's NTT
 //! tables) and the job's sizes, so that it is tested without a GPU.
 //!
-//! A job holds, under one grant: a, b (and c) staged before the lock, the split witness, then
-//! inside the lock the H step's vectors, and after them h with the MSM batches. Plans, fastest
-//! first: the H step in four vectors, else in three (c copied in from pinned host memory after
-//! a·b is interpolated); the MSMs in chunks as large as fit (a chunk bounds a Pippenger's
-//! workspace, and the point buffers when bases are streamed). Two jobs side by side are
-//! preferred to a larger chunk, so that one worker stages while the other computes.
+//! A job uses the H step's vectors (a, b, c staged before the lock, and a scratch vector), the
+//! MSM batches' memory, and the split witness. Plans, fastest first:
+//! - kept: every worker keeps its vectors and batch memory from job to job (granted once), so
+//!   that no job allocates or frees device memory; a job's grant covers its split witness;
+//! - per job: the job allocates them under its grant and frees them before the lock is let go,
+//!   two jobs side by side if they fit, else one at a time.
+//!
+//! Within each, the H step in four vectors before three (c copied in from pinned host
+//! memory after a·b is interpolated), and MSMs in chunks as large as fit (a chunk bounds a
+//! Pippenger's workspace, and the point buffers when bases are streamed).
 
 /// Bytes of one field element on the device.
 const FR: usize = 32;
@@ -72,7 +76,9 @@ pub(crate) struct JobPlan {
     pub h_step: HStep,
     /// Points per MSM chunk.
     pub chunk: usize,
-    /// The job's grant: its most device bytes at any time.
+    /// Device bytes each worker keeps from job to job (0: the job allocates its memory).
+    pub kept: usize,
+    /// The job's grant: its most device bytes besides what its worker keeps.
     pub bytes: usize,
     /// Whether two such jobs fit side by side.
     pub side_by_side: bool,
@@ -85,8 +91,9 @@ pub(crate) struct NoPlan {
     pub available: usize,
 }
 
-/// The most device bytes of a job under (h_step, chunk), `msm_bytes(chunk)` being its MSM
-/// batches' bytes.
+/// The most device bytes of a job under (h_step, chunk) that allocates its own memory,
+/// `msm_bytes(chunk)` being its MSM batches' bytes: the H step's vectors, then h (in a's
+/// vector) beside the batches.
 pub(crate) fn job_bytes(
     shape: &JobShape,
     h_step: HStep,
@@ -98,25 +105,55 @@ pub(crate) fn job_bytes(
     vectors.max(msms) + shape.split
 }
 
+/// The device bytes a worker keeps under (h_step, chunk): the H step's vectors and the MSM
+/// batches' memory, both at once.
+pub(crate) fn kept_bytes(
+    shape: &JobShape,
+    h_step: HStep,
+    chunk: usize,
+    msm_bytes: &dyn Fn(usize) -> usize,
+) -> usize {
+    h_step.vectors() * shape.n * FR + msm_bytes(chunk)
+}
+
 /// Chunk sizes to try, largest first: powers of two from the largest MSM down to MIN_CHUNK.
 fn chunks(shape: &JobShape) -> Vec<usize> {
     let top = shape.largest_msm.max(MIN_CHUNK).next_power_of_two();
     std::iter::successors(Some(top), |&c| (c > MIN_CHUNK).then_some(c / 2)).collect()
 }
 
-/// The fastest plan that fits: two jobs side by side if any plan allows, else one; the H
-/// step in four vectors before three; the largest chunk. None fits: the smallest plan's bytes.
+/// The fastest plan that fits: memory kept by every worker if it fits for all of them beside
+/// their jobs' split witnesses; else per job, two side by side if any plan allows, else one;
+/// the H step in four vectors before three; the largest chunk. None fits: the smallest
+/// per-job plan's bytes.
 pub(crate) fn choose(
     load: &DeviceLoad,
     shape: &JobShape,
     msm_bytes: &dyn Fn(usize) -> usize,
 ) -> Result<JobPlan, NoPlan> {
     let available = load.for_jobs();
-    let plans = [HStep::Four, HStep::Three]
+    let plans: Vec<(HStep, usize)> = [HStep::Four, HStep::Three]
         .into_iter()
-        .flat_map(|h| chunks(shape).into_iter().map(move |c| (h, c)));
+        .flat_map(|h| chunks(shape).into_iter().map(move |c| (h, c)))
+        .collect();
+    let workers = load.workers.max(1);
+    let kept = plans.iter().find_map(|&(h_step, chunk)| {
+        let kept = kept_bytes(shape, h_step, chunk, msm_bytes);
+        let all = kept.saturating_add(shape.split).saturating_mul(workers);
+        (all <= available).then_some(JobPlan {
+            h_step,
+            chunk,
+            kept,
+            bytes: shape.split,
+            side_by_side: true,
+        })
+    });
+    if let Some(p) = kept {
+        return Ok(p);
+    }
     let with_bytes: Vec<(HStep, usize, usize)> = plans
-        .map(|(h, c)| (h, c, job_bytes(shape, h, c, msm_bytes)))
+        .iter()
+        .map(|&(h, c)| (h, c, job_bytes(shape, h, c, msm_bytes)))
         .collect();
     let pick = |fits: &dyn Fn(usize) -> bool| {
         with_bytes
@@ -125,6 +162,7 @@ pub(crate) fn choose(
             .map(|&(h_step, chunk, bytes)| JobPlan {
                 h_step,
                 chunk,
+                kept: 0,
                 bytes,
                 side_by_side: bytes.saturating_mul(2) <= available,
             })
@@ -166,7 +204,11 @@ mod tests {
         assert_eq!(p.h_step, HStep::Three);
         assert!(p.bytes <= load.for_jobs());
         assert!(!p.side_by_side);
-        // With 139 GiB, four vectors and two jobs side by side.
+        assert_eq!(
+            p.kept, 0,
+            "two workers cannot both keep 12 GiB on a 16 GiB card"
+        );
+        // With 139 GiB, four vectors kept by each worker.
         let big = DeviceLoad {
             capacity: 138 * GIB,
             resident_key: 43 * GIB,
@@ -174,7 +216,8 @@ mod tests {
         };
         let p = choose(&big, &shape, &msm).unwrap();
         assert_eq!(p.h_step, HStep::Four);
-        assert!(p.side_by_side);
+        assert!(p.kept > 0 && p.side_by_side);
+        assert!(2 * (p.kept + p.bytes) <= big.for_jobs());
     }
 
     #[test]
@@ -212,6 +255,12 @@ mod tests {
             let shape = JobShape { n, split, largest_msm: n };
             let load = DeviceLoad { capacity, resident_key: key, tables, workers };
             match choose(&load, &shape, &msm) {
+                Ok(p) if p.kept > 0 => {
+                    // Every worker keeps its memory and holds a job's grant beside it.
+                    prop_assert!(key + workers * (tables + p.kept + p.bytes) <= capacity);
+                    prop_assert_eq!(p.kept, kept_bytes(&shape, p.h_step, p.chunk, &msm));
+                    prop_assert!(p.chunk >= MIN_CHUNK);
+                }
                 Ok(p) => {
                     prop_assert!(key + tables * workers + p.bytes <= capacity);
                     prop_assert_eq!(p.bytes, job_bytes(&shape, p.h_step, p.chunk, &msm));

@@ -195,7 +195,11 @@ fn chunked_dense_matches_blst_and_mixes_with_split_in_one_batch() {
         assert_eq!(kept.chunk(), 4096);
         mem = kept;
         assert_eq!(out.sum(a).unwrap(), want, "kept memory, round {round}");
-        assert_eq!(out.sum(b).unwrap(), split_want, "kept memory, round {round}");
+        assert_eq!(
+            out.sum(b).unwrap(),
+            split_want,
+            "kept memory, round {round}"
+        );
     }
 }
 

@@ -225,6 +225,8 @@ fn proofs_are_byte_identical_across_backends_caps_and_residency() {
         .any(|p| p.contains("4 vectors") && p.contains("resident")));
     assert!(plans.iter().any(|p| p.contains("3 vectors")), "{plans:?}");
     assert!(plans.iter().any(|p| p.contains("streamed")), "{plans:?}");
+    assert!(plans.iter().any(|p| p.contains("kept")), "{plans:?}");
+    assert!(plans.iter().any(|p| p.contains("per job")), "{plans:?}");
 }
 
 #[test]
