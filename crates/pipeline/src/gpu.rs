@@ -133,13 +133,12 @@ enum HostC {
 }
 
 /// A job's device memory: the H step's vectors (none for a one-point domain) and the MSM
-/// batches' memory, kept by the worker from job to job or allocated for the job.
+/// batches' memory, kept by the worker from job to job or allocated for the job (then the
+/// batches only once the H step has freed all its vectors but h's, as the plan counts them).
 #[derive(Debug)]
 struct JobMemory {
     h_step: Option<HStepBuffers>,
-    h_batch: BatchMemory<G1>,
-    side_batch: BatchMemory<G1>,
-    g2_batch: Option<BatchMemory<G2>>,
+    batches: Option<Batches>,
 }
 
 /// What memory of a worker serves: domain size, H step, H's chunk, the split MSMs' chunk.
@@ -267,13 +266,21 @@ impl GpuWorker {
         } = staged;
         let JobMemory {
             mut h_step,
-            h_batch,
-            side_batch,
-            g2_batch,
+            batches,
         } = mem;
         if let Some(bufs) = h_step.as_mut() {
             self.h_step(bufs, c)?;
         }
+        // Memory per job: h stays, the other vectors go before the batches are made.
+        let (h_step, h_alone, batches) = match batches {
+            Some(b) => (h_step, None, b),
+            None => {
+                let h = h_step.map(HStepBuffers::into_h);
+                let tail = split.host().tail().len();
+                let shape = (n, plan.h_step, plan.chunk, split_chunk(plan.chunk, tail));
+                (None, h, self.alloc_batches(shape)?)
+            }
+        };
         clock
             .mark("h_step", self.ntt.stream())
             .map_err(|e| self.err(e))?;
@@ -282,11 +289,11 @@ impl GpuWorker {
         let t = Instant::now();
         let staged_split = (split, queries);
         let mut lane = None;
-        let batches = (h_batch, side_batch, g2_batch);
+        let h = h_step.as_ref().map(HStepBuffers::h).or(h_alone.as_ref());
         let sums = self.msms(
             key,
             resident.as_deref(),
-            h_step.as_ref().map(HStepBuffers::h),
+            h,
             &staged_split,
             batches,
             &mut clock,
@@ -294,17 +301,15 @@ impl GpuWorker {
         );
         self.dev.sample(stats);
         drop(staged_split);
-        let (sums, (h_batch, side_batch, g2_batch)) = sums?;
+        let (sums, batches) = sums?;
         let mem = JobMemory {
             h_step,
-            h_batch,
-            side_batch,
-            g2_batch,
+            batches: Some(batches),
         };
         // Kept for the worker's next job, or freed before the lock is let go.
         match kept {
             Some((shape, grant)) => self.keep(shape, mem, grant),
-            None => drop(mem),
+            None => drop((mem, h_alone)),
         }
         Counters::add(&stats.g1_ns, t.elapsed());
         let lock_ms = guard.held_for().as_secs_f64() * 1e3;
@@ -511,7 +516,11 @@ impl GpuWorker {
     ) -> Result<(JobMemory, Option<(MemoryShape, VramGrant)>), ProveError> {
         let shape = (n, plan.h_step, plan.chunk, split_chunk(plan.chunk, tail));
         if plan.kept == 0 {
-            return Ok((self.alloc_memory(shape)?, None));
+            let mem = JobMemory {
+                h_step: self.alloc_h_step(shape)?,
+                batches: None,
+            };
+            return Ok((mem, None));
         }
         let mut slot = self.kept.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(k) = slot.take() {
@@ -522,30 +531,41 @@ impl GpuWorker {
         }
         drop(slot);
         let grant = self.dev.budget.acquire(plan.kept, None)?;
-        Ok((self.alloc_memory(shape)?, Some((shape, grant))))
+        let mem = JobMemory {
+            h_step: self.alloc_h_step(shape)?,
+            batches: Some(self.alloc_batches(shape)?),
+        };
+        Ok((mem, Some((shape, grant))))
     }
 
-    /// Allocates a job's memory for `shape`.
-    fn alloc_memory(&self, (n, h_step, chunk, side): MemoryShape) -> Result<JobMemory, ProveError> {
-        let h_step = match (n, h_step) {
+    /// The H step's vectors for `shape` (none for a one-point domain).
+    fn alloc_h_step(
+        &self,
+        (n, h_step, _, _): MemoryShape,
+    ) -> Result<Option<HStepBuffers>, ProveError> {
+        Ok(match (n, h_step) {
             (0 | 1, _) => None,
             (_, HStep::Four) => Some(self.ntt.h_step_buffers(n)?),
             (_, HStep::Three) => Some(self.ntt.h_step_buffers_three(n)?),
-        };
-        let e = |e| self.err(e);
-        Ok(JobMemory {
-            h_step,
-            h_batch: self.msm.batch_memory::<G1>(chunk).map_err(e)?,
-            side_batch: self.side.batch_memory::<G1>(side).map_err(e)?,
-            g2_batch: match self.dev.g2_on_gpu {
-                true => Some(
-                    self.side
-                        .batch_memory::<G2>(g2_chunk(chunk, side))
-                        .map_err(e)?,
-                ),
-                false => None,
-            },
         })
+    }
+
+    /// The MSM batches' memory for `shape`.
+    fn alloc_batches(&self, (_, _, chunk, side): MemoryShape) -> Result<Batches, ProveError> {
+        let e = |e| self.err(e);
+        let g2 = match self.dev.g2_on_gpu {
+            true => Some(
+                self.side
+                    .batch_memory::<G2>(g2_chunk(chunk, side))
+                    .map_err(e)?,
+            ),
+            false => None,
+        };
+        Ok((
+            self.msm.batch_memory::<G1>(chunk).map_err(e)?,
+            self.side.batch_memory::<G1>(side).map_err(e)?,
+            g2,
+        ))
     }
 
     /// Keeps `mem` for this worker's next job.
