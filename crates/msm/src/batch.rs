@@ -251,7 +251,7 @@ fn ones_threads(msm: &CudaMsm) -> usize {
 }
 
 impl<C: GpuCurve> MsmBatch<'_, C> {
-    /// Enqueues sum over i < n of scalars[i] · bases[i] (the scalars on the device, canonical,
+    /// Enqueues the sum over i < n of `scalars[i] · bases[i]` (the scalars on the device, canonical,
     /// in Montgomery form; `scalars` may be longer than n, its rest unused).
     pub fn dense(
         &mut self,

@@ -186,7 +186,7 @@ impl MsmKernels {
     /// The digits of the tail entries `lo..lo + n` of a split MSM: entry j is variable
     /// `tail.index[j]` with scalar `tail.scalars[j]`; a variable outside `map`'s density gets no
     /// key, a selected one its digits with the value (its rank) - `b_lo`, which the caller
-    /// keeps below the bases its buffer holds ([`crate::SplitQuery::chunks`]).
+    /// keeps below the bases its buffer holds (a split query's chunks).
     #[allow(clippy::too_many_arguments)]
     pub fn digits_tail(
         &self,
@@ -582,7 +582,7 @@ impl CurveKernels {
     /// words `words` of the bitmaps, are both selected and equal to one (`sel` = ones and
     /// density, `sel_prefix` its bits before each word). Bases hold the selected variables
     /// from rank `b_lo` on; the caller keeps every rank in the words below `b_lo` +
-    /// `bases.len()` ([`crate::SplitQuery::chunks`]).
+    /// `bases.len()` (a split query's chunks).
     #[allow(clippy::too_many_arguments)]
     pub fn ones<A: Pod, J: Pod>(
         &self,

@@ -9,6 +9,15 @@
 //! G2's over an Fp2 multiplication with lazy reduction, segmented window reduction) with bases
 //! resident on the device or streamed from pinned memory, and a batch-addition path for 0/1
 //! scalars.
+//!
+//! For Groth16's witness-valued queries, whose scalars are mostly 0 or 1, [`SplitScalars`]
+//! splits an assignment by value on the host (a bitmap of the ones, and the tail of other
+//! values with their variables). [`SplitQuery`] numbers one query's density over it. An
+//! [`MsmBatch`] then sums a query's ones without multiplications, in equal shares per thread,
+//! and runs a Pippenger over its tail. It applies the density on the device, by rank, and
+//! makes no host copies of selected scalars. The batch enqueues dense and split MSMs back to
+//! back on one stream, in memory a caller can keep ([`BatchMemory`]), and reads their results
+//! into pinned memory, with one wait at the end.
 
 #![deny(unsafe_code)]
 

@@ -9,6 +9,13 @@
 //!   a key's points are page-locked in place on first use ([`Engine::load_key`]), so that
 //!   every upload of them is DMA at full speed; each job's `g1` span records its uploaded
 //!   bytes and the CUDA-event device milliseconds of its H step and MSMs.
+//! - A GPU job runs under a plan chosen at admission from the VRAM budget. Every worker either
+//!   keeps its memory from job to job, or each job allocates its own. The H step uses four
+//!   vectors, or three. The MSM chunk size is set, and the key is resident or streamed. A job
+//!   that fits no plan is an error naming the smallest plan's bytes.
+//! - Witnesses can be synthesized straight into page-locked memory the engine lends
+//!   ([`Engine::lend_evaluations`], [`Evaluations`]); [`JobHandle::wait_report`] tells what a
+//!   job did.
 //!
 //! ```no_run
 //! use std::sync::Arc;
