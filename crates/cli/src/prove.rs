@@ -220,10 +220,53 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
+/// Host bytes a run of 2^k needs, roughly: the generated key's points, the lent witness sets
+/// (three, each a, b, c) and the assignments of about five jobs in flight.
+fn host_bytes(k: u32) -> u128 {
+    let n = 1u128 << k;
+    let aux = n - n / 16;
+    let key = (n + aux + aux + aux / 4) * 96 + (aux / 4) * 192;
+    let witnesses = 3 * 3 * n * 32 + 5 * aux * 32;
+    key + witnesses
+}
+
+/// Memory the kernel says is available (Linux), in bytes.
+fn available_bytes() -> Option<u128> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u128 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Refuses what cannot run: a domain beyond the NTT's, or a generated job larger than the
+/// host's memory (with the bytes it needs).
+fn check_size(a: &Args) -> Result<(), Error> {
+    let max = zkpipe_ntt::MAX_LOG_N;
+    if a.k == 0 || a.k > max {
+        return Err(format!(
+            "--k {} is out of range: domains run from 2^1 to 2^{max}",
+            a.k
+        )
+        .into());
+    }
+    if a.k > a.real_max {
+        let needed = host_bytes(a.k);
+        if let Some(free) = available_bytes().filter(|&f| f < needed) {
+            return Err(format!(
+                "--k {} needs about {needed} bytes of host memory (a generated key and witnesses in flight); {free} are available",
+                a.k
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
 pub fn run(a: &Args) -> Result<(), Error> {
     if !matches!(a.g2.as_str(), "cpu" | "gpu") {
         return Err("--g2 takes cpu or gpu".into());
     }
+    check_size(a)?;
     let (key, witnesses, inputs) = job(a)?;
     let key = Arc::new(key);
     let engine = Engine::start(Config {
@@ -283,14 +326,16 @@ pub fn run(a: &Args) -> Result<(), Error> {
     let t = Instant::now();
     let pvk = PreparedVerifyingKey::new(key.vk());
     let mut verified = 0;
-    let mut parts = Vec::with_capacity(a.proofs);
+    let mut parts = Vec::new();
     let mut first_proof = None;
     let next = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|scope| -> Result<(), Error> {
         // Witnesses are made as the engine takes them (submit blocks while the queue is
         // full), by two threads as a service's synthesis would run beside the engine: one
         // witness takes about as long to write as a 2^27 partition takes on the GPU.
-        let (tx, rx) = crossbeam::channel::bounded(a.proofs.max(1));
+        // Handles wait here in order; the channel's slots are allocated up front, so it holds
+        // a few (the producers wait for the engine anyway).
+        let (tx, rx) = crossbeam::channel::bounded(a.proofs.clamp(1, 64));
         let producers: Vec<_> = (0..2)
             .map(|_| {
                 let tx = tx.clone();

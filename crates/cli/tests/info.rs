@@ -65,3 +65,53 @@ fn prove_rejects_a_bad_option_with_a_message() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--g2 takes cpu or gpu"));
 }
+
+#[test]
+fn prove_refuses_sizes_it_cannot_run_with_a_message() {
+    for (k, says) in [
+        ("64", "out of range"),
+        ("0", "out of range"),
+        ("29", "out of range"),
+    ] {
+        let out = zkpipe()
+            .args(["prove", "--k", k, "--cpu"])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "--k {k}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(says) && !err.contains("panicked"),
+            "--k {k}: {err}"
+        );
+    }
+    // 2^28 needs more host memory than a test machine has: refused with the bytes, at once.
+    let out = zkpipe()
+        .args(["prove", "--k", "28", "--cpu"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        assert!(err.contains("bytes of host memory"), "{err}");
+    }
+}
+
+#[test]
+fn prove_with_a_huge_proof_count_starts_without_allocating_for_it() {
+    // A billion proofs of 2^4: the run is cut short by a timeout, but must not abort at start
+    // (no channel or vector sized by the count).
+    let mut child = zkpipe()
+        .args(["prove", "--k", "4", "--proofs", "1000000000", "--cpu"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let still_running = child.try_wait().unwrap().is_none();
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        still_running,
+        "it stopped: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

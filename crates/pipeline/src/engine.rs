@@ -110,6 +110,36 @@ impl Default for Config {
     }
 }
 
+/// The most a count of [`Config`] may be: channels and thread pools are allocated up front, so a
+/// huge count would abort the process instead of starting the engine.
+pub const CONFIG_MAX: [(&str, usize); 5] = [
+    ("queue_capacity", 1 << 16),
+    ("g2_capacity", 1 << 16),
+    ("workers_per_device", 64),
+    ("cpu_workers", 1024),
+    ("g2_threads", 1024),
+];
+
+impl Config {
+    /// Checks the counts against [`CONFIG_MAX`]: an error names the field, its value and the
+    /// most it may be.
+    pub fn check(&self) -> Result<(), ProveError> {
+        let values = [
+            self.queue_capacity,
+            self.g2_capacity,
+            self.workers_per_device,
+            self.cpu_workers,
+            self.g2_threads,
+        ];
+        for ((field, max), value) in CONFIG_MAX.into_iter().zip(values) {
+            if value > max {
+                return Err(ProveError::Config { field, value, max });
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The randomness of a proof.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Randomness {
@@ -226,8 +256,9 @@ fn start_devices(cfg: &Config) -> Result<Vec<Arc<DeviceShared>>, ProveError> {
 }
 
 impl Engine {
-    /// Starts the workers.
+    /// Starts the workers (after checking `cfg`: [`Config::check`]).
     pub fn start(cfg: Config) -> Result<Self, ProveError> {
+        cfg.check()?;
         let devices = match cfg.backend {
             Backend::Cpu => Vec::new(),
             Backend::Gpu => {

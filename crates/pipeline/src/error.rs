@@ -57,6 +57,13 @@ pub enum ProveError {
     /// Evaluations asked of a GPU engine that lends no pinned memory.
     #[error("the engine lends no pinned memory for witnesses: set Config::pinned_witness (bytes; three times the key's domain size times 32 per witness)")]
     NoWitnessPool,
+    /// A configuration count beyond what the engine allocates up front.
+    #[error("Config::{field} is {value}; at most {max}")]
+    Config {
+        field: &'static str,
+        value: usize,
+        max: usize,
+    },
     /// A job submitted after shutdown began.
     #[error("the engine is shut down; job not accepted")]
     ShutDown,

@@ -225,3 +225,31 @@ fn a_cpu_engine_lends_plain_vectors_that_prove_as_any_witness() {
     let p2 = engine.submit(&key, plain, fixed).unwrap().wait().unwrap();
     assert_eq!(p1.to_bytes(), p2.to_bytes());
 }
+
+#[test]
+fn huge_counts_in_the_config_are_an_error_not_an_abort() {
+    for (field, max) in zkpipe_pipeline::CONFIG_MAX {
+        let mut cfg = Config {
+            backend: Backend::Cpu,
+            ..Config::default()
+        };
+        let value = usize::MAX;
+        match field {
+            "queue_capacity" => cfg.queue_capacity = value,
+            "g2_capacity" => cfg.g2_capacity = value,
+            "workers_per_device" => cfg.workers_per_device = value,
+            "cpu_workers" => cfg.cpu_workers = value,
+            _ => cfg.g2_threads = value,
+        }
+        match Engine::start(cfg) {
+            Err(ProveError::Config {
+                field: f,
+                value: v,
+                max: m,
+            }) => {
+                assert_eq!((f, v, m), (field, value, max));
+            }
+            other => panic!("{field}: expected a config error, got {other:?}"),
+        }
+    }
+}
