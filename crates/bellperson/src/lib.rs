@@ -37,23 +37,40 @@ struct Recorder {
     /// Set when an evaluation did not fit the memory it was written into (`enforce` cannot
     /// fail; `synthesize_into` reports it at the end).
     overflow: bool,
+    /// The first variable a constraint used that this system never allocated.
+    foreign: Option<Foreign>,
+}
+
+/// A variable that this constraint system never allocated (one of another system's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Foreign {
+    kind: &'static str,
+    index: usize,
+    allocated: usize,
 }
 
 /// Evaluates `lc`, marking in `inputs` / `aux` the variables that occur with a non-zero
-/// coefficient.
+/// coefficient; a variable beyond those allocated is an error, not an index panic.
 fn eval(
     lc: &LinearCombination<Scalar>,
     mut inputs: Option<&mut Vec<bool>>,
     mut aux: Option<&mut Vec<bool>>,
     input_values: &[Scalar],
     aux_values: &[Scalar],
-) -> Scalar {
+) -> Result<Scalar, Foreign> {
     let mut acc = Scalar::ZERO;
+    let value = |kind, values: &[Scalar], index: usize| {
+        values.get(index).copied().ok_or(Foreign {
+            kind,
+            index,
+            allocated: values.len(),
+        })
+    };
     for (&i, coeff) in lc.iter_inputs() {
         if bool::from(coeff.is_zero()) {
             continue;
         }
-        acc += input_values[i] * coeff;
+        acc += value("input", input_values, i)? * coeff;
         if let Some(d) = inputs.as_deref_mut() {
             d[i] = true;
         }
@@ -62,12 +79,12 @@ fn eval(
         if bool::from(coeff.is_zero()) {
             continue;
         }
-        acc += aux_values[i] * coeff;
+        acc += value("aux", aux_values, i)? * coeff;
         if let Some(d) = aux.as_deref_mut() {
             d[i] = true;
         }
     }
-    acc
+    Ok(acc)
 }
 
 impl ConstraintSystem<Scalar> for Recorder {
@@ -118,7 +135,14 @@ impl ConstraintSystem<Scalar> for Recorder {
         );
         let vc = eval(&c, None, None, &self.input, &self.aux);
         for (e, v) in [(&mut self.a, va), (&mut self.b, vb), (&mut self.c, vc)] {
-            self.overflow |= e.push(v).is_err();
+            match v {
+                Ok(v) => self.overflow |= e.push(v).is_err(),
+                Err(f) => {
+                    self.foreign.get_or_insert(f);
+                    // Keep the three vectors of one length: the witness is refused anyway.
+                    self.overflow |= e.push(Scalar::ZERO).is_err();
+                }
+            }
         }
     }
 
@@ -164,6 +188,12 @@ pub fn synthesize_into<C: Circuit<Scalar>>(
             |lc| lc,
             |lc| lc,
         );
+    }
+    if let Some(f) = cs.foreign {
+        return Err(SynthesisError::IncompatibleLengthVector(format!(
+            "a constraint uses {} variable {} of another constraint system; this one allocated {}",
+            f.kind, f.index, f.allocated
+        )));
     }
     if cs.overflow {
         return Err(SynthesisError::PolynomialDegreeTooLarge);

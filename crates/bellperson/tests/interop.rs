@@ -50,7 +50,7 @@ fn check_case<C: Circuit<Scalar> + Clone + Send>(engine: &Engine, case: Case<C>,
         "{}: bellperson rejects our proof",
         case.name
     );
-    let ours_pvk = PreparedVerifyingKey::new(key.vk());
+    let ours_pvk = PreparedVerifyingKey::new(key.vk()).unwrap();
     assert!(
         verify(&ours_pvk, &ours, &case.inputs).unwrap(),
         "{}",
@@ -86,7 +86,7 @@ fn random_proofs_verify_and_differ() {
         )
         .unwrap();
     let proofs: Vec<_> = handles.into_iter().map(|h| h.wait().unwrap()).collect();
-    let pvk = PreparedVerifyingKey::new(key.vk());
+    let pvk = PreparedVerifyingKey::new(key.vk()).unwrap();
     for p in &proofs {
         assert!(verify(&pvk, p, &case.inputs).unwrap());
     }
@@ -123,4 +123,39 @@ fn bad_input_is_an_error() {
     let w = synthesize(case.circuit).unwrap();
     let err = engine.submit(&key, w, Randomness::Random).unwrap_err();
     assert!(matches!(err, ProveError::ShutDown), "{err}");
+}
+
+/// A circuit that enforces a constraint on a variable it never allocated (one made by another
+/// constraint system).
+#[derive(Clone)]
+struct Foreign;
+
+impl Circuit<Scalar> for Foreign {
+    fn synthesize<CS: bellperson::ConstraintSystem<Scalar>>(
+        self,
+        cs: &mut CS,
+    ) -> Result<(), bellperson::SynthesisError> {
+        let x = cs.alloc(|| "x", || Ok(Scalar::from(3u64)))?;
+        let stray = bellperson::Variable::new_unchecked(bellperson::Index::Aux(1000));
+        cs.enforce(
+            || "x * stray = x",
+            |lc| lc + x,
+            |lc| lc + stray,
+            |lc| lc + x,
+        );
+        Ok(())
+    }
+}
+
+#[test]
+fn a_variable_of_another_constraint_system_is_an_error_not_a_panic() {
+    match synthesize(Foreign) {
+        Err(bellperson::SynthesisError::IncompatibleLengthVector(msg)) => {
+            assert!(
+                msg.contains("aux variable 1000") && msg.contains("allocated 1"),
+                "{msg}"
+            );
+        }
+        other => panic!("expected an error naming the variable, got {other:?}"),
+    }
 }

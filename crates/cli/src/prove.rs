@@ -324,7 +324,7 @@ pub fn run(a: &Args) -> Result<(), Error> {
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let t = Instant::now();
-    let pvk = PreparedVerifyingKey::new(key.vk());
+    let pvk = PreparedVerifyingKey::new(key.vk())?;
     let mut verified = 0;
     let mut parts = Vec::new();
     let mut first_proof = None;

@@ -26,6 +26,9 @@ pub enum ProveError {
     /// delta is the identity: proofs under such a key can be forged.
     #[error("proving key: delta is the identity (a subverted key)")]
     DeltaIdentity,
+    /// gamma is the identity: proofs under such a key can be forged.
+    #[error("verifying key: gamma is the identity (a subverted key)")]
+    GammaIdentity,
     /// An encoded proof with a bad point.
     #[error("encoded proof: {part} is not a valid compressed point in the subgroup")]
     BadProof { part: &'static str },

@@ -69,6 +69,42 @@ fn check_one<P: Point>(what: &'static str, p: &P) -> Result<(), ProveError> {
     Ok(())
 }
 
+/// Delta and gamma are not the identity: either would let anyone forge proofs.
+fn check_not_identity(vk: &VerifyingKey) -> Result<(), ProveError> {
+    if bool::from(vk.delta_g1.is_identity()) || bool::from(vk.delta_g2.is_identity()) {
+        return Err(ProveError::DeltaIdentity);
+    }
+    if bool::from(vk.gamma_g2.is_identity()) {
+        return Err(ProveError::GammaIdentity);
+    }
+    Ok(())
+}
+
+/// Every point of a verifying key on the curve and in the subgroup, and delta and gamma not
+/// the identity.
+pub(crate) fn check_verifying_key(vk: &VerifyingKey) -> Result<(), ProveError> {
+    check_one("alpha_g1", &vk.alpha_g1)?;
+    check_one("beta_g1", &vk.beta_g1)?;
+    check_one("beta_g2", &vk.beta_g2)?;
+    check_one("gamma_g2", &vk.gamma_g2)?;
+    check_one("delta_g1", &vk.delta_g1)?;
+    check_one("delta_g2", &vk.delta_g2)?;
+    for (index, p) in vk.ic.iter().enumerate() {
+        check_one("ic", p).map_err(|e| match e {
+            ProveError::Key { query, source } => ProveError::Key {
+                query,
+                source: match source {
+                    MsmError::NotOnCurve { .. } => MsmError::NotOnCurve { index },
+                    MsmError::NotInSubgroup { .. } => MsmError::NotInSubgroup { index },
+                    other => other,
+                },
+            },
+            other => other,
+        })?;
+    }
+    check_not_identity(vk)
+}
+
 fn checked<P: Point>(what: &'static str, v: Vec<P>) -> Result<Bases<P>, ProveError> {
     Bases::new(v).map_err(|source| ProveError::Key {
         query: what,
@@ -81,13 +117,7 @@ impl ProvingKey {
     /// identity (which would let anyone forge proofs).
     pub fn new(parts: KeyParts) -> Result<Self, ProveError> {
         let vk = parts.vk;
-        check_one("alpha_g1", &vk.alpha_g1)?;
-        check_one("beta_g1", &vk.beta_g1)?;
-        check_one("beta_g2", &vk.beta_g2)?;
-        check_one("gamma_g2", &vk.gamma_g2)?;
-        check_one("delta_g1", &vk.delta_g1)?;
-        check_one("delta_g2", &vk.delta_g2)?;
-        checked("ic", vk.ic.clone())?;
+        check_verifying_key(&vk)?;
         let key = Self {
             id: NEXT_KEY.fetch_add(1, Ordering::Relaxed),
             h: checked("h", parts.h)?,
@@ -102,7 +132,7 @@ impl ProvingKey {
     }
 
     /// Keeps the points without checking them (a key checked before, from a trusted file).
-    /// Shapes and delta are still checked: they cost nothing.
+    /// Shapes, delta and gamma are still checked: they cost nothing.
     pub fn new_unchecked(parts: KeyParts) -> Result<Self, ProveError> {
         let key = Self {
             id: NEXT_KEY.fetch_add(1, Ordering::Relaxed),
@@ -118,10 +148,7 @@ impl ProvingKey {
     }
 
     fn check_shape(&self) -> Result<(), ProveError> {
-        if bool::from(self.vk.delta_g1.is_identity()) || bool::from(self.vk.delta_g2.is_identity())
-        {
-            return Err(ProveError::DeltaIdentity);
-        }
+        check_not_identity(&self.vk)?;
         let n = self.h.len() + 1;
         if !n.is_power_of_two() {
             return Err(ProveError::Shape {

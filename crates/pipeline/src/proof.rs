@@ -62,8 +62,15 @@ pub struct PreparedVerifyingKey {
 }
 
 impl PreparedVerifyingKey {
-    /// Prepares `vk`.
-    pub fn new(vk: &VerifyingKey) -> Self {
+    /// Prepares `vk` after checking it: every point on the curve and in the subgroup, and
+    /// delta and gamma not the identity (either would let anyone forge proofs).
+    pub fn new(vk: &VerifyingKey) -> Result<Self, ProveError> {
+        crate::key::check_verifying_key(vk)?;
+        Ok(Self::new_unchecked(vk))
+    }
+
+    /// Prepares `vk` as it is (a key checked before).
+    pub fn new_unchecked(vk: &VerifyingKey) -> Self {
         Self {
             neg_gamma: G2Prepared::from(-vk.gamma_g2),
             neg_delta: G2Prepared::from(-vk.delta_g2),

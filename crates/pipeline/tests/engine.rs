@@ -253,3 +253,45 @@ fn huge_counts_in_the_config_are_an_error_not_an_abort() {
         }
     }
 }
+
+#[test]
+fn gamma_at_infinity_and_bad_verifying_key_points_are_refused() {
+    let parts = random_key_parts(&shape(), 12);
+    let mut p = parts.clone();
+    p.vk.gamma_g2 = G2Affine::identity();
+    for err in [
+        ProvingKey::new(p.clone()).unwrap_err(),
+        ProvingKey::new_unchecked(p.clone()).unwrap_err(),
+        zkpipe_pipeline::PreparedVerifyingKey::new(&p.vk).unwrap_err(),
+    ] {
+        assert!(matches!(err, ProveError::GammaIdentity), "{err}");
+    }
+    // A verifying key with an input point off the curve, or outside the subgroup.
+    let mut vk = parts.vk.clone();
+    vk.ic[1] = off_curve(vk.ic[1]);
+    let err = zkpipe_pipeline::PreparedVerifyingKey::new(&vk).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ProveError::Key {
+                query: "ic",
+                source: MsmError::NotOnCurve { index: 1 }
+            }
+        ),
+        "{err}"
+    );
+    let mut vk = parts.vk.clone();
+    vk.alpha_g1 = off_subgroup();
+    let err = zkpipe_pipeline::PreparedVerifyingKey::new(&vk).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ProveError::Key {
+                query: "alpha_g1",
+                source: MsmError::NotInSubgroup { .. }
+            }
+        ),
+        "{err}"
+    );
+    assert!(zkpipe_pipeline::PreparedVerifyingKey::new(&parts.vk).is_ok());
+}

@@ -35,7 +35,7 @@ fn prove<C: Circuit<Scalar> + Clone>(e: &Engine, case: &Case<C>, seed: u64) -> P
         .unwrap()
         .wait()
         .unwrap();
-    let pvk = PreparedVerifyingKey::new(key.vk());
+    let pvk = PreparedVerifyingKey::new(key.vk()).unwrap();
     assert!(verify(&pvk, &proof, &case.inputs).unwrap(), "{}", case.name);
     proof
 }
@@ -81,7 +81,7 @@ fn sixty_four_jobs_at_once_all_verify() {
     let handles = e
         .submit_batch(&key, vec![w; 64], Randomness::Random)
         .unwrap();
-    let pvk = PreparedVerifyingKey::new(key.vk());
+    let pvk = PreparedVerifyingKey::new(key.vk()).unwrap();
     let proofs: Vec<Proof> = handles.into_iter().map(|h| h.wait().unwrap()).collect();
     for p in &proofs {
         assert!(verify(&pvk, p, &case.inputs).unwrap());
@@ -115,7 +115,7 @@ fn prove_lent<C: Circuit<Scalar> + Clone>(
         .unwrap()
         .wait()
         .unwrap();
-    let pvk = PreparedVerifyingKey::new(key.vk());
+    let pvk = PreparedVerifyingKey::new(key.vk()).unwrap();
     assert!(verify(&pvk, &proof, &case.inputs).unwrap(), "{}", case.name);
     proof.to_bytes()
 }
