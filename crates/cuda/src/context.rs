@@ -157,14 +157,16 @@ impl Context {
         mem::set_default_pool_release_threshold(self.dev, bytes)
     }
 
-    /// Waits for all work on the device.
+    /// Waits for all work on the device. Errors recorded by `Drop`s are not returned here (they
+    /// may be another job's): [`Context::check_err`] returns them.
     pub fn synchronize(&self) -> Result<()> {
         self.bind()?;
-        ctx::synchronize()?;
-        self.check_err()
+        ctx::synchronize()
     }
 
-    /// Records an error that happened where it could not be returned (in `Drop`).
+    /// Records an error that happened where it could not be returned (in `Drop`): logged now,
+    /// and kept for [`Context::check_err`]. A fault that breaks the context fails the next
+    /// driver call by itself.
     pub fn record_err(&self, e: Error) {
         tracing::warn!(error = %e, "deferred CUDA error");
         if let Ok(mut slot) = self.deferred.lock() {

@@ -36,12 +36,12 @@ impl Stream {
         &self.ctx
     }
 
-    /// Waits on the host until all work on this stream has completed.
+    /// Waits on the host until all work on this stream has completed. Errors recorded by
+    /// other values' `Drop` are not this stream's: they stay for [`Context::check_err`].
     pub fn synchronize(&self) -> Result<()> {
         self.ctx.bind()?;
         // SAFETY: `raw` lives as long as `self`.
-        unsafe { stream::synchronize(self.raw) }?;
-        self.ctx.check_err()
+        unsafe { stream::synchronize(self.raw) }
     }
 
     /// Makes work enqueued on this stream from now on wait until `event` completes.
@@ -121,12 +121,12 @@ impl Event {
         unsafe { event::record(self.raw, stream.raw) }
     }
 
-    /// Waits on the host until the event completes.
+    /// Waits on the host until the event completes (errors recorded by `Drop`s stay for
+    /// [`Context::check_err`]).
     pub fn synchronize(&self) -> Result<()> {
         self.ctx.bind()?;
         // SAFETY: `raw` lives as long as `self`.
-        unsafe { event::synchronize(self.raw) }?;
-        self.ctx.check_err()
+        unsafe { event::synchronize(self.raw) }
     }
 
     /// True when the recorded work has completed (or nothing was recorded).

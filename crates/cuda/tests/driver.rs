@@ -233,3 +233,19 @@ fn modules_load_and_launches_check_arguments() {
     let v = out.to_vec().unwrap();
     assert!(v.iter().enumerate().all(|(i, &x)| x == 7 + i as u32));
 }
+
+#[test]
+fn an_error_recorded_by_a_drop_does_not_fail_anothers_synchronize() {
+    let Some(ctx) = gpu_context() else { return };
+    let s = Stream::new(&ctx).unwrap();
+    let e = Event::new(&ctx, false).unwrap();
+    ctx.record_err(Error::NoDevice { count: 0 });
+    // Another value's cleanup failed: this stream's and this event's work did not.
+    s.synchronize().unwrap();
+    e.record(&s).unwrap();
+    e.synchronize().unwrap();
+    ctx.synchronize().unwrap();
+    // The error is kept for whoever asks for it, once.
+    assert!(matches!(ctx.check_err(), Err(Error::NoDevice { count: 0 })));
+    assert!(ctx.check_err().is_ok());
+}

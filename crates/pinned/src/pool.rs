@@ -159,7 +159,11 @@ impl PinnedPool {
     fn take(&self, state: &mut State, class: usize) -> Result<Option<RawPinned>> {
         if let Some(idle) = state.idle.get_mut(&class).and_then(Vec::pop) {
             if let Some(ev) = &idle.pending {
-                ev.synchronize()?;
+                if let Err(e) = ev.synchronize() {
+                    // The buffer is freed (as it goes out of scope): count it out of the pool.
+                    state.stats.bytes_held -= idle.raw.bytes;
+                    return Err(e.into());
+                }
             }
             state.stats.reuses += 1;
             self.count_out(state, class);
@@ -170,10 +174,11 @@ impl PinnedPool {
                 return Ok(None);
             };
             if let Some(idle) = state.idle.get_mut(&other).and_then(Vec::pop) {
+                // Freed either way: counted out of the pool before an error returns.
+                state.stats.bytes_held -= idle.raw.bytes;
                 if let Some(ev) = &idle.pending {
                     ev.synchronize()?;
                 }
-                state.stats.bytes_held -= idle.raw.bytes;
                 drop(idle);
             }
         }
@@ -220,13 +225,17 @@ impl PinnedPool {
     pub fn shrink(&self) -> Result<()> {
         let mut state = self.lock();
         let idle = std::mem::take(&mut state.idle);
+        let mut first = Ok(());
         for buf in idle.into_values().flatten() {
-            if let Some(ev) = &buf.pending {
-                ev.synchronize()?;
-            }
+            // Every buffer is freed and counted out, the first error reported after.
             state.stats.bytes_held -= buf.raw.bytes;
+            if let Some(ev) = &buf.pending {
+                if let Err(e) = ev.synchronize() {
+                    first = first.and(Err(e.into()));
+                }
+            }
         }
-        Ok(())
+        first
     }
 }
 

@@ -164,7 +164,8 @@ impl<'h> CopyScope<'h> {
     }
 
     fn track(&self, stream: &Stream) -> Result<()> {
-        let event = stream.record()?;
+        // Untracked, the copy would not be waited for: on failure, wait for the stream now.
+        let event = crate::transfer::settled(stream, stream.record())?;
         self.events
             .lock()
             .unwrap_or_else(|p| p.into_inner())

@@ -75,6 +75,17 @@ impl<H> Drop for InFlight<H> {
     }
 }
 
+/// The event recorded after a copy, or, when it could not be recorded, the error once the
+/// stream has drained: the copy's host buffer is about to be dropped and must not be in use.
+pub(crate) fn settled(stream: &Stream, recorded: zkpipe_cuda::Result<Event>) -> Result<Event> {
+    recorded.map_err(|e| {
+        if let Err(sync) = stream.synchronize() {
+            tracing::warn!(error = %sync, "waiting for a copy whose event failed");
+        }
+        e.into()
+    })
+}
+
 /// Enqueues a copy of all of `src` into `dst[offset..]` on `stream`.
 pub fn upload<T, H>(
     stream: &Stream,
@@ -88,9 +99,10 @@ where
 {
     let bytes = std::mem::size_of_val(&*src);
     // SAFETY: `src` is pinned memory that the returned `InFlight` owns until the event after
-    // the copy completes (`wait`, `release` or `Drop`), so it stays valid and unchanged.
+    // the copy completes (`wait`, `release` or `Drop`), so it stays valid and unchanged; if
+    // the event cannot be recorded, `settled` waits for the copy before `src` goes.
     unsafe { dst.copy_from_host_async_at(offset, &src, stream) }?;
-    let event = stream.record()?;
+    let event = settled(stream, stream.record())?;
     Ok(InFlight {
         parts: Some((src, event)),
         bytes,
@@ -136,7 +148,7 @@ where
             }
         }
     }
-    let event = stream.record()?;
+    let event = settled(stream, stream.record())?;
     Ok(InFlight {
         parts: Some((src, event)),
         bytes,
@@ -157,9 +169,10 @@ where
 {
     let bytes = std::mem::size_of_val(&*dst);
     // SAFETY: `dst` is pinned memory owned by the returned `InFlight` until the copy's event
-    // completes; nothing else can read or write it meanwhile.
+    // completes; nothing else can read or write it meanwhile; if the event cannot be
+    // recorded, `settled` waits for the copy before `dst` goes.
     unsafe { src.copy_to_host_async_at(offset, &mut dst, stream) }?;
-    let event = stream.record()?;
+    let event = settled(stream, stream.record())?;
     Ok(InFlight {
         parts: Some((dst, event)),
         bytes,
