@@ -1,0 +1,165 @@
+//! Fuzzing on the CPU, by property tests (issue 14): proof bytes of any length and content into
+//! `Proof::from_bytes` and `verify`, and the VRAM budget against a model, under any sequence of
+//! grants and releases. Never a panic; every answer as the model says. `ZKPIPE_FUZZ_CASES`
+//! sets the number of cases (256 by default, as CI runs them).
+
+use blstrs::Scalar;
+use proptest::prelude::*;
+use zkpipe_pipeline::testgen::{random_key_parts, Shape};
+use zkpipe_pipeline::{verify, PreparedVerifyingKey, Proof, ProveError, PROOF_BYTES};
+use zkpipe_stream::{BudgetError, VramBudget, VramGrant};
+
+fn cases() -> u32 {
+    std::env::var("ZKPIPE_FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(256)
+}
+
+fn pvk() -> &'static PreparedVerifyingKey {
+    static PVK: std::sync::OnceLock<PreparedVerifyingKey> = std::sync::OnceLock::new();
+    PVK.get_or_init(|| {
+        let shape = Shape {
+            log_n: 4,
+            inputs: 3,
+            aux: 10,
+            a_every: 4,
+            b_every: 2,
+        };
+        PreparedVerifyingKey::new(&random_key_parts(&shape, 1).vk).expect("a generated key checks")
+    })
+}
+
+/// A valid proof's bytes (points from the given scalars), with one byte changed when `flip`
+/// is some: (index, xor).
+fn valid_proof(a: u64, b: u64, c: u64, flip: Option<(usize, u8)>) -> Vec<u8> {
+    use group::{Curve, Group};
+    let g1 = |k: u64| (blstrs::G1Projective::generator() * Scalar::from(k)).to_affine();
+    let g2 = (blstrs::G2Projective::generator() * Scalar::from(b)).to_affine();
+    let mut bytes = Proof {
+        a: g1(a),
+        b: g2,
+        c: g1(c),
+    }
+    .to_bytes()
+    .to_vec();
+    if let Some((i, x)) = flip {
+        bytes[i % PROOF_BYTES] ^= x;
+    }
+    bytes
+}
+
+/// Bytes of any length, most of them a proof's length: random, or a valid proof, as it is or
+/// with one byte changed.
+fn proof_bytes() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        2 => proptest::collection::vec(any::<u8>(), PROOF_BYTES),
+        1 => proptest::collection::vec(any::<u8>(), 0..2 * PROOF_BYTES),
+        2 => (any::<u64>(), any::<u64>(), any::<u64>(), proptest::option::of((any::<usize>(), 1u8..)))
+            .prop_map(|(a, b, c, flip)| valid_proof(a, b, c, flip)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    #[test]
+    fn proof_bytes_decode_or_are_refused_and_verify_never_panics(
+        bytes in proof_bytes(),
+        inputs in proptest::collection::vec(any::<u64>(), 0..5),
+    ) {
+        match Proof::from_bytes(&bytes) {
+            Ok(proof) => {
+                prop_assert_eq!(&proof.to_bytes()[..], &bytes[..], "a decoded proof encodes back");
+                let inputs: Vec<Scalar> = inputs.iter().map(|&x| Scalar::from(x)).collect();
+                match verify(pvk(), &proof, &inputs) {
+                    Ok(_) => prop_assert_eq!(inputs.len(), 2),
+                    Err(ProveError::Shape { expected, got, .. }) => {
+                        prop_assert_eq!((expected, got), (2, inputs.len()));
+                    }
+                    Err(e) => prop_assert!(false, "unexpected error {e}"),
+                }
+            }
+            Err(ProveError::Shape { expected, got, .. }) => {
+                prop_assert_eq!((expected, got), (PROOF_BYTES, bytes.len()));
+            }
+            Err(ProveError::BadProof { part }) => {
+                prop_assert!(["A", "B", "C"].contains(&part));
+                prop_assert_eq!(bytes.len(), PROOF_BYTES);
+            }
+            Err(e) => prop_assert!(false, "unexpected error {e}"),
+        }
+    }
+}
+
+/// An operation on the budget.
+#[derive(Debug, Clone)]
+enum Op {
+    /// `try_acquire` this many bytes.
+    Acquire(usize),
+    /// Release part of the grant at this index (modulo the live grants).
+    Release(usize, usize),
+    /// Drop the grant at this index.
+    Drop(usize),
+}
+
+fn op(capacity: usize) -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0..capacity * 2).prop_map(Op::Acquire),
+        2 => (any::<usize>(), 0..capacity + 1).prop_map(|(i, b)| Op::Release(i, b)),
+        2 => any::<usize>().prop_map(Op::Drop),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    #[test]
+    fn the_vram_budget_answers_as_a_model_of_it(
+        (capacity, ops) in (1usize..1 << 20).prop_flat_map(|c| {
+            (Just(c), proptest::collection::vec(op(c), 0..64))
+        }),
+    ) {
+        let budget = VramBudget::with_capacity(capacity);
+        let mut grants: Vec<VramGrant> = Vec::new();
+        let mut high = 0usize;
+        for o in ops {
+            let held: usize = grants.iter().map(VramGrant::bytes).sum();
+            match o {
+                Op::Acquire(bytes) => match budget.try_acquire(bytes) {
+                    Err(BudgetError::NeverFits { needed, capacity: c }) => {
+                        prop_assert!(bytes > capacity);
+                        prop_assert_eq!((needed, c), (bytes, capacity));
+                    }
+                    Ok(None) => prop_assert!(bytes <= capacity && held + bytes > capacity),
+                    Ok(Some(g)) => {
+                        prop_assert!(held + bytes <= capacity);
+                        prop_assert_eq!(g.bytes(), bytes);
+                        grants.push(g);
+                    }
+                    Err(e) => prop_assert!(false, "unexpected error {e}"),
+                },
+                Op::Release(i, bytes) if !grants.is_empty() => {
+                    let n = grants.len();
+                    let g = &mut grants[i % n];
+                    let before = g.bytes();
+                    g.release(bytes);
+                    prop_assert_eq!(g.bytes(), before - bytes.min(before));
+                }
+                Op::Drop(i) if !grants.is_empty() => {
+                    let n = grants.len();
+                    drop(grants.swap_remove(i % n));
+                }
+                _ => {}
+            }
+            let held: usize = grants.iter().map(VramGrant::bytes).sum();
+            high = high.max(held);
+            let st = budget.stats();
+            prop_assert_eq!(st.in_use, held);
+            prop_assert!(st.in_use <= st.capacity);
+            prop_assert_eq!(st.high_water, high);
+        }
+        drop(grants);
+        prop_assert_eq!(budget.stats().in_use, 0);
+    }
+}
