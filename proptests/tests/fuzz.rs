@@ -163,3 +163,72 @@ proptest! {
         prop_assert_eq!(budget.stats().in_use, 0);
     }
 }
+
+/// The parts of a small generated key, made once.
+fn key_parts() -> &'static zkpipe_pipeline::KeyParts {
+    static PARTS: std::sync::OnceLock<zkpipe_pipeline::KeyParts> = std::sync::OnceLock::new();
+    PARTS.get_or_init(|| {
+        let shape = Shape {
+            log_n: 4,
+            inputs: 3,
+            aux: 10,
+            a_every: 4,
+            b_every: 2,
+        };
+        random_key_parts(&shape, 2)
+    })
+}
+
+/// A G1 point from 96 bytes read as an uncompressed encoding without checks: on the curve or
+/// not, in the subgroup or not, the identity or not.
+fn raw_g1(bytes: &[u8]) -> Option<blstrs::G1Affine> {
+    let arr: [u8; 96] = bytes.try_into().ok()?;
+    Option::from(blstrs::G1Affine::from_uncompressed_unchecked(&arr))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    /// Key parts with points from arbitrary bytes: `ProvingKey::new` answers with a key or an
+    /// error naming the query; a key it accepts has only points on the curve and in the
+    /// subgroup.
+    #[test]
+    fn key_parts_from_any_point_bytes_are_checked(
+        at in 0usize..4,
+        index in 0usize..10,
+        bytes in proptest::collection::vec(any::<u8>(), 96),
+        use_generator_bytes in any::<bool>(),
+    ) {
+        let mut parts = key_parts().clone();
+        let point = match use_generator_bytes {
+            // A valid encoding with one coordinate's low byte changed.
+            true => {
+                use group::prime::PrimeCurveAffine;
+                let mut g = blstrs::G1Affine::generator().to_uncompressed();
+                g[95] ^= bytes[0] | 1;
+                raw_g1(&g)
+            }
+            false => raw_g1(&bytes),
+        };
+        let Some(point) = point else {
+            return Ok(()); // not even a field element: blstrs refuses it before we see it
+        };
+        let query = match at {
+            0 => &mut parts.h,
+            1 => &mut parts.l,
+            2 => &mut parts.a,
+            _ => &mut parts.b_g1,
+        };
+        let i = index % query.len();
+        query[i] = point;
+        let fine = bool::from(point.is_on_curve()) && bool::from(point.is_torsion_free());
+        match zkpipe_pipeline::ProvingKey::new(parts) {
+            Ok(_) => prop_assert!(fine, "a key with a bad point was accepted"),
+            Err(ProveError::Key { query, .. }) => {
+                prop_assert!(!fine);
+                prop_assert!(["h", "l", "a", "b_g1"].contains(&query));
+            }
+            Err(e) => prop_assert!(false, "unexpected error {e}"),
+        }
+    }
+}
