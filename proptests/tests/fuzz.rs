@@ -18,16 +18,7 @@ fn cases() -> u32 {
 
 fn pvk() -> &'static PreparedVerifyingKey {
     static PVK: std::sync::OnceLock<PreparedVerifyingKey> = std::sync::OnceLock::new();
-    PVK.get_or_init(|| {
-        let shape = Shape {
-            log_n: 4,
-            inputs: 3,
-            aux: 10,
-            a_every: 4,
-            b_every: 2,
-        };
-        PreparedVerifyingKey::new(&random_key_parts(&shape, 1).vk).expect("a generated key checks")
-    })
+    PVK.get_or_init(|| PreparedVerifyingKey::new(&key_parts().vk).expect("a generated key checks"))
 }
 
 /// A valid proof's bytes (points from the given scalars), with one byte changed when `flip`
