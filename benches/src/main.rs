@@ -75,7 +75,7 @@ enum Command {
         /// Largest size blst runs at.
         #[arg(long, default_value_t = 22)]
         cpu_max: u32,
-        /// ec-gpu-gen window sizes to try (the best is reported).
+        /// ec-gpu-gen window sizes to try (the best is reported); 0 skips ec-gpu-gen.
         #[arg(long, value_delimiter = ',', default_values_t = vec![8, 10, 12])]
         ec_windows: Vec<u32>,
         /// resident (bases uploaded once, scalars on the device) or streamed (both in pinned
@@ -85,6 +85,10 @@ enum Command {
         /// log2 of the streamed chunk in points.
         #[arg(long, default_value_t = 22)]
         chunk: u32,
+        /// Also time zkpipe's resident MSM with each of these window widths (bits) instead
+        /// of its own choice, side by side.
+        #[arg(long, value_delimiter = ',')]
+        window_bits: Vec<u32>,
     },
     /// Module load times.
     Load {
@@ -112,6 +116,7 @@ fn main() -> ExitCode {
             ec_windows,
             mode,
             chunk,
+            window_bits,
         } => {
             if !matches!(curve.as_str(), "g1" | "g2")
                 || !matches!(scalars.as_str(), "random" | "boolean" | "mixed")
@@ -129,6 +134,7 @@ fn main() -> ExitCode {
                 cpu_max,
                 ec_windows,
                 streamed_chunk: (mode == "streamed").then_some(1usize << chunk.min(31)),
+                window_bits,
             })
         }
         Command::Ntt {

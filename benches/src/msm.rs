@@ -43,6 +43,30 @@ pub struct Args {
     pub ec_windows: Vec<u32>,
     /// Also time the streamed mode, with chunks of this many points.
     pub streamed_chunk: Option<usize>,
+    /// Also time the resident MSM with each of these window widths.
+    pub window_bits: Vec<u32>,
+}
+
+/// The resident MSM with each fixed window width: "c=16: 524.5, c=20: 430.1" (median ms),
+/// and whether every result equals `expect`.
+fn windows<C: GpuCurve>(
+    ctx: &std::sync::Arc<Context>,
+    widths: &[u32],
+    bases: &zkpipe_msm::DeviceBases<C>,
+    scalars: &DeviceBuffer<zkpipe_field::Fr>,
+    kind: ScalarKind,
+    expect: &C::Projective,
+    runs: usize,
+) -> BenchResult<(String, bool)> {
+    let mut figures = Vec::new();
+    let mut equal = true;
+    for &c in widths {
+        let gpu = CudaMsm::new(ctx)?.with_window_bits(c)?;
+        let (ms, r) = time(runs, || Ok(gpu.msm_device::<C>(bases, scalars, kind)?))?;
+        equal &= r == *expect;
+        figures.push(format!("c={c}: {ms:.1}"));
+    }
+    Ok((figures.join(", "), equal))
 }
 
 /// The streamed MSM from pinned copies of `b` and `s`: (median ms, result).
@@ -105,7 +129,7 @@ pub fn run(a: &Args) -> BenchResult<Report> {
         None => "bases and scalars on the device".to_string(),
     };
     let mut table = format!(
-        "MSM {curve} on {}, {} scalars, {mode}; median of {runs} runs (host-timed, synchronous)\n| size | zkpipe ms | split MSM ms (mixed only) | streamed ms | streamed / resident | ec-gpu-gen ms (best window) | ec-gpu-gen / zkpipe | blst CPU ms ({} threads) | all equal |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+        "MSM {curve} on {}, {} scalars, {mode}; median of {runs} runs (host-timed, synchronous)\n| size | zkpipe ms | zkpipe, fixed windows ms | split MSM ms (mixed only) | streamed ms | streamed / resident | ec-gpu-gen ms (best window) | ec-gpu-gen / zkpipe | blst CPU ms ({} threads) | all equal |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
         ctx.info().name,
         if boolean {
             "0/1 (half set)"
@@ -128,12 +152,12 @@ pub fn run(a: &Args) -> BenchResult<Report> {
             scalars(n, u64::from(k))
         };
         let ds = DeviceBuffer::from_host(&ctx, cast::scalars_as_fr(&s))?;
-        let (ours_ms, streamed_ms, theirs_best, cpu, equal, split_ms) = if curve == "g2" {
+        let (ours_ms, fixed, streamed_ms, theirs_best, cpu, equal, split_ms) = if curve == "g2" {
             let b = Bases::new_unchecked(g2_points(n, u64::from(k) ^ 99));
             eprintln!("2^{k}: inputs in {:.1} s", t.elapsed().as_secs_f64());
             let db = gpu.upload_bases::<G2>(&b)?;
             let (ms, r) = time(runs, || Ok(gpu.msm_device::<G2>(&db, &ds, kind)?))?;
-            let mut equal = true;
+            let (fixed, mut equal) = windows::<G2>(&ctx, &a.window_bits, &db, &ds, kind, &r, runs)?;
             let sp = match a.mixed {
                 true => {
                     let (t, host_ms, sr) = split::<G2>(&gpu, &db, &s, runs)?;
@@ -154,13 +178,13 @@ pub fn run(a: &Args) -> BenchResult<Report> {
             };
             let cpu = cpu_time(k <= a.cpu_max, || CpuMsm::new().g2(&b, &s, None))?;
             equal &= cpu.as_ref().is_none_or(|(_, c)| *c == r);
-            (ms, st, None, cpu.map(|c| c.0), equal, sp)
+            (ms, fixed, st, None, cpu.map(|c| c.0), equal, sp)
         } else {
             let b = Bases::new_unchecked(g1_points(n, u64::from(k) ^ 99));
             eprintln!("2^{k}: inputs in {:.1} s", t.elapsed().as_secs_f64());
             let db = gpu.upload_bases::<G1>(&b)?;
             let (ms, r) = time(runs, || Ok(gpu.msm_device::<G1>(&db, &ds, kind)?))?;
-            let mut equal = true;
+            let (fixed, mut equal) = windows::<G1>(&ctx, &a.window_bits, &db, &ds, kind, &r, runs)?;
             let sp = match a.mixed {
                 true => {
                     let (t, host_ms, sr) = split::<G1>(&gpu, &db, &s, runs)?;
@@ -172,7 +196,7 @@ pub fn run(a: &Args) -> BenchResult<Report> {
             let exps: Vec<Exponent> = s.par_iter().map(|x| Exponent::from(*x)).collect();
             let de = DeviceBuffer::from_host(&ctx, &exps)?;
             let mut best: Option<(f64, u32)> = None;
-            for &w in &a.ec_windows {
+            for &w in a.ec_windows.iter().filter(|&&w| w > 0) {
                 let (t_ms, their) = time(runs.min(3), || {
                     Ok(theirs.multiexp(CudaMsm::bases_buffer::<G1>(&db), &de, w)?)
                 })?;
@@ -193,7 +217,7 @@ pub fn run(a: &Args) -> BenchResult<Report> {
             };
             let cpu = cpu_time(k <= a.cpu_max, || CpuMsm::new().g1(&b, &s, None))?;
             equal &= cpu.as_ref().is_none_or(|(_, c)| *c == r);
-            (ms, st, best, cpu.map(|c| c.0), equal, sp)
+            (ms, fixed, st, best, cpu.map(|c| c.0), equal, sp)
         };
         let their = theirs_best.map_or("-".to_string(), |(t, w)| format!("{t:.1} (w={w})"));
         let ratio = theirs_best.map_or("-".to_string(), |(t, _)| format!("{:.2}", t / ours_ms));
@@ -204,9 +228,9 @@ pub fn run(a: &Args) -> BenchResult<Report> {
             format!("{t:.1} (host split {h:.0})")
         });
         table.push_str(&format!(
-            "| 2^{k} | {ours_ms:.1} | {sp_s} | {st_s} | {st_r} | {their} | {ratio} | {cpu_s} | {equal} |\n"
+            "| 2^{k} | {ours_ms:.1} | {fixed} | {sp_s} | {st_s} | {st_r} | {their} | {ratio} | {cpu_s} | {equal} |\n"
         ));
-        rows.push(json!({"log_n": k, "zkpipe_ms": ours_ms, "split_ms": split_ms.map(|s| s.0), "host_split_ms": split_ms.map(|s| s.1), "streamed_ms": streamed_ms, "streamed_chunk": a.streamed_chunk, "ec_gpu_gen_ms": theirs_best.map(|b| b.0), "ec_gpu_gen_window": theirs_best.map(|b| b.1), "cpu_ms": cpu, "equal": equal}));
+        rows.push(json!({"log_n": k, "zkpipe_ms": ours_ms, "fixed_windows": fixed, "split_ms": split_ms.map(|s| s.0), "host_split_ms": split_ms.map(|s| s.1), "streamed_ms": streamed_ms, "streamed_chunk": a.streamed_chunk, "ec_gpu_gen_ms": theirs_best.map(|b| b.0), "ec_gpu_gen_window": theirs_best.map(|b| b.1), "cpu_ms": cpu, "equal": equal}));
         if !equal {
             return Err(format!("2^{k}: results differ between implementations").into());
         }

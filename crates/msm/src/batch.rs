@@ -132,7 +132,8 @@ pub struct Ticket(usize);
 /// Results of one MSM on their way to pinned memory.
 #[derive(Debug)]
 struct Pending<J: bytemuck::Pod> {
-    windows: Option<InFlight<PinnedBuffer<J>>>,
+    /// The window results, and the plan that reduces them.
+    windows: Option<(Plan, InFlight<PinnedBuffer<J>>)>,
     ones: Option<InFlight<PinnedBuffer<J>>>,
     /// Device buffers the kernels and copies still use.
     _device: Vec<DeviceBuffer<J>>,
@@ -184,7 +185,7 @@ impl CudaMsm {
         if chunk < 32 {
             return Err(CudaError::Chunk { chunk });
         }
-        let plan = Plan::new(chunk);
+        let plan = self.plan(chunk);
         Ok(BatchMemory {
             ws: Workspace::alloc(self.context(), plan)?,
             plan,
@@ -215,7 +216,7 @@ impl CudaMsm {
     /// workspace, each MSM's results, and the two point buffers when bases are streamed.
     pub fn batch_bytes<C: GpuCurve>(&self, chunk: usize, msms: usize, streamed: bool) -> usize {
         let jac = std::mem::size_of::<C::Jacobian>();
-        let plan = Plan::new(chunk.max(32));
+        let plan = self.plan(chunk.max(32));
         let results = (plan.out_len() + ones_threads(self) + ONES_GROUPS) * jac;
         let slots = match streamed {
             true => 2 * plan.n * std::mem::size_of::<C::GpuAffine>(),
@@ -271,6 +272,7 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
             .step_by(step)
             .map(|lo| (lo, (lo + step).min(n)))
             .collect();
+        let run = self.select(n.min(step))?;
         let mut first = true;
         self.each_chunk(&bases, &chunks, |b, ws, (k, s, buf, ready)| {
             let (lo, hi) = chunks[k];
@@ -279,7 +281,7 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
             let acc = !std::mem::take(&mut first);
             ws.buckets_of::<C>(b.kernels(), s, buf, digits, hi - lo, acc, ready, None)
         })?;
-        let windows = (!chunks.is_empty()).then_some(());
+        let windows = (!chunks.is_empty()).then_some(run);
         self.results(windows, None)
     }
 
@@ -318,6 +320,8 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
         let [density, prefix, sel, sel_prefix] = &query.maps;
         let (map, ones) = ((density, prefix), (sel, sel_prefix));
         let tail = (&split.tail, &split.index);
+        let longest_tail = chunks.iter().map(|c| c.tail.len()).max().unwrap_or(0);
+        let run = self.select(longest_tail)?;
         let mut first_tail = true;
         let chunk_ranges: Vec<(usize, usize)> = chunks
             .iter()
@@ -342,7 +346,7 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
             let ck = C::kernels(b.kernels());
             ck.ones(s, buf, map, ones, c.words.clone(), b_lo, &mut partial)
         })?;
-        let windows = (!first_tail).then_some(());
+        let windows = (!first_tail).then_some(run);
         self.results(windows, Some(partial))
     }
 
@@ -422,11 +426,18 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
         }
     }
 
-    /// Enqueues the window reduction (when the MSM had a Pippenger part) and the fold of the
-    /// ones' partial sums, and their copies into pinned memory.
+    /// The Pippenger plan of an MSM whose runs sum at most `n` points each: the one its size
+    /// calls for when the batch's workspace holds it, else the workspace's own.
+    fn select(&mut self, n: usize) -> Result<Plan, CudaError> {
+        let wanted = self.msm.plan(n.clamp(1, self.plan.n));
+        Ok(memory(&mut self.mem)?.ws.select(wanted))
+    }
+
+    /// Enqueues the window reduction under `windows`' plan (when the MSM had a Pippenger
+    /// part) and the fold of the ones' partial sums, and their copies into pinned memory.
     fn results(
         &mut self,
-        windows: Option<()>,
+        windows: Option<Plan>,
         partial: Option<DeviceBuffer<C::Jacobian>>,
     ) -> Result<Ticket, CudaError> {
         let msm = self.msm;
@@ -434,15 +445,15 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
         let (s, k) = (msm.stream(), msm.kernels());
         let mut device = Vec::new();
         let win = match windows {
-            Some(()) => {
-                let mut out = DeviceBuffer::<C::Jacobian>::alloc(ctx, self.plan.out_len())?;
+            Some(plan) => {
+                let mut out = DeviceBuffer::<C::Jacobian>::alloc(ctx, plan.out_len())?;
                 memory(&mut self.mem)?
                     .ws
                     .windows::<C>(k, s, &mut out, None)?;
                 let host = PinnedBuffer::new(ctx, out.len())?;
                 let inflight = download(s, &out, 0, host)?;
                 device.push(out);
-                Some(inflight)
+                Some((plan, inflight))
             }
             None => None,
         };
@@ -487,18 +498,15 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
         c?;
         let mut out = Vec::with_capacity(pending.len());
         for p in pending {
-            let windows = p.windows.map(|w| w.wait()).transpose()?;
+            let windows = match p.windows {
+                Some((plan, w)) => Some((plan, w.wait()?)),
+                None => None,
+            };
             let ones = p.ones.map(|o| o.wait()).transpose()?;
             out.push((windows, ones));
         }
         let mem = self.mem.take().ok_or(CudaError::Chunk { chunk: 0 })?;
-        Ok((
-            MsmResults {
-                plan: self.plan,
-                parts: out,
-            },
-            mem,
-        ))
+        Ok((MsmResults { parts: out }, mem))
     }
 }
 
@@ -540,13 +548,13 @@ impl Kernels<'_> {
     }
 }
 
-/// What one MSM left in pinned memory: window results and folded partial sums of the ones.
-type Parts<J> = (Option<PinnedBuffer<J>>, Option<PinnedBuffer<J>>);
+/// What one MSM left in pinned memory: window results (with the plan that reduces them) and
+/// folded partial sums of the ones.
+type Parts<J> = (Option<(Plan, PinnedBuffer<J>)>, Option<PinnedBuffer<J>>);
 
 /// A finished batch's results in pinned memory.
 #[derive(Debug)]
 pub struct MsmResults<C: GpuCurve> {
-    plan: Plan,
     parts: Vec<Parts<C::Jacobian>>,
 }
 
@@ -559,7 +567,7 @@ impl<C: GpuCurve> MsmResults<C> {
             needed: t.0 + 1,
         })?;
         let mut acc = match windows {
-            Some(w) => combine::<C>(&self.plan, w),
+            Some((plan, w)) => combine::<C>(plan, w),
             None => C::Projective::identity(),
         };
         if let Some(o) = ones {

@@ -48,6 +48,9 @@ pub enum CudaError {
     /// An unusable window configuration.
     #[error("MSM: window of {c} bits with {nw} windows does not cover 256 bits")]
     Window { c: u32, nw: u32 },
+    /// A window width outside [`crate::WINDOW_BITS`].
+    #[error("MSM: a window of {c} bits was asked for; widths from {} to {} bits are supported", crate::WINDOW_BITS.start(), crate::WINDOW_BITS.end())]
+    WindowBits { c: u32 },
 }
 
 impl From<zkpipe_cuda::Error> for CudaError {
@@ -165,6 +168,8 @@ pub struct CudaMsm {
     ctx: Arc<Context>,
     stream: Stream,
     k: MsmKernels,
+    /// Window bits every Pippenger uses; none: [`crate::window_bits`] of its size.
+    window: Option<u32>,
 }
 
 impl CudaMsm {
@@ -174,7 +179,24 @@ impl CudaMsm {
             ctx: Arc::clone(ctx),
             stream: Stream::new(ctx)?,
             k: MsmKernels::load(ctx)?,
+            window: None,
         })
+    }
+
+    /// This MSM with every Pippenger on `c`-bit windows instead of [`crate::window_bits`]'s
+    /// choice (for benchmarks and tuning; any width within [`crate::WINDOW_BITS`] gives the
+    /// same sums).
+    pub fn with_window_bits(mut self, c: u32) -> Result<Self, CudaError> {
+        if !crate::WINDOW_BITS.contains(&c) {
+            return Err(CudaError::WindowBits { c });
+        }
+        self.window = Some(c);
+        Ok(self)
+    }
+
+    /// The Pippenger plan for chunks of `n` points.
+    pub(crate) fn plan(&self, n: usize) -> Plan {
+        Plan::with_bits(n, self.window.unwrap_or_else(|| crate::window_bits(n)))
     }
 
     /// Uploads bases (already checked by [`Bases::new`]) to keep them on the device.
@@ -309,7 +331,7 @@ impl CudaMsm {
         scalars: &DeviceBuffer<Fr>,
     ) -> Result<C::Projective, CudaError> {
         let n = scalars.len();
-        let plan = Plan::new(n);
+        let plan = self.plan(n);
         let t = std::time::Instant::now();
         let mut ws = Workspace::<C::Jacobian>::alloc(&self.ctx, plan)?;
         let mut out = DeviceBuffer::<C::Jacobian>::alloc(&self.ctx, plan.out_len())?;

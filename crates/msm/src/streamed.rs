@@ -16,7 +16,7 @@ use zkpipe_pinned::PinnedBuffer;
 use zkpipe_stream::{copy_scope, Pinned, PinnedMut, VramBudget};
 
 use crate::cuda::{CudaError, CudaMsm, GpuCurve, ScalarKind};
-use crate::pippenger::{combine, Plan, Workspace};
+use crate::pippenger::{combine, Workspace};
 use crate::MsmError;
 
 /// How a streamed MSM runs.
@@ -94,7 +94,7 @@ impl CudaMsm {
     /// not counted), the most it allocates during a call.
     pub fn resident_bytes<C: GpuCurve>(&self, n: usize) -> usize {
         let jac = std::mem::size_of::<C::Jacobian>();
-        let plan = Plan::new(n.max(1));
+        let plan = self.plan(n.max(1));
         let dense = plan.workspace_bytes(jac) + plan.out_len() * jac;
         dense.max(boolean_threads(self) * jac + 4)
     }
@@ -107,7 +107,7 @@ impl CudaMsm {
         let work = if boolean {
             2 * boolean_threads(self) * jac
         } else {
-            let plan = Plan::new(chunk);
+            let plan = self.plan(chunk);
             plan.workspace_bytes(jac) + plan.out_len() * jac
         };
         2 * chunk * per_point + work
@@ -292,7 +292,7 @@ impl CudaMsm {
         // Every chunk adds into the same bucket sums, so the window reduction and the one
         // read-back happen once, after the last chunk: a per-chunk reduction cost about 14 ms
         // a chunk at 2^22 on the H200 (streamed 2^24 took 1.25x the resident time with it).
-        let plan = Plan::new(chunk);
+        let plan = self.plan(chunk);
         let (k, s) = (self.kernels(), self.stream());
         // The workspace is allocated in the first chunk's call, after that chunk's copies are
         // enqueued, so that the allocation (about a millisecond) runs during the first copy.

@@ -61,6 +61,43 @@ fn g1_matches_blst_at_many_sizes_with_edge_cases() {
 }
 
 #[test]
+fn every_window_width_gives_blst_sum() {
+    let Some((ctx, _gpu, seed)) = setup() else {
+        return;
+    };
+    let cpu = CpuMsm::new();
+    let n = 3000;
+    let mut points = g1_points(n, seed);
+    let mut s = scalars(n, seed ^ 1);
+    points[0] = G1Affine::identity();
+    s[1] = Scalar::ZERO;
+    s[2] = -Scalar::ONE;
+    (points[4], s[4]) = (points[3], s[3]);
+    let bases = Bases::new(points).unwrap();
+    let want = cpu.g1(&bases, &s, None).unwrap();
+    let g2_bases = Bases::new(g2_points(500, seed ^ 2)).unwrap();
+    let g2_want = cpu.g2(&g2_bases, &s[..500], None).unwrap();
+    for c in [2u32, 3, 5, 7, 8, 11, 13, 15, 16, 17, 18, 19, 20, 21, 22] {
+        let gpu = CudaMsm::new(&ctx).unwrap().with_window_bits(c).unwrap();
+        let dev = gpu.upload_bases::<G1>(&bases).unwrap();
+        let got = gpu.msm::<G1>(&dev, &s, ScalarKind::Dense).unwrap();
+        assert_eq!(got, want, "G1, {c}-bit windows");
+        if matches!(c, 13 | 16 | 20) {
+            let dev = gpu.upload_bases::<G2>(&g2_bases).unwrap();
+            let got = gpu.msm::<G2>(&dev, &s[..500], ScalarKind::Dense).unwrap();
+            assert_eq!(got, g2_want, "G2, {c}-bit windows");
+        }
+    }
+    for c in [0u32, 1, 23, 64] {
+        let e = CudaMsm::new(&ctx).unwrap().with_window_bits(c).unwrap_err();
+        assert!(
+            matches!(e, CudaError::WindowBits { c: got } if got == c),
+            "{e}"
+        );
+    }
+}
+
+#[test]
 fn many_equal_points_and_scalars() {
     let Some((_ctx, gpu, seed)) = setup() else {
         return;

@@ -51,6 +51,14 @@ pub enum ProveError {
         needed: usize,
         capacity: usize,
     },
+    /// Device memory that a job needs is held by what no running job or idle worker will
+    /// free (NTT tables of other domain sizes, a resident key).
+    #[error("device {device}: the job needs {needed} bytes of device memory, {available} are free, and no running job or idle worker holds more (the rest holds a resident key and NTT tables)")]
+    DeviceMemoryHeld {
+        device: usize,
+        needed: usize,
+        available: usize,
+    },
     /// The VRAM budget refused (timeout).
     #[error(transparent)]
     Budget(#[from] BudgetError),

@@ -21,8 +21,10 @@ use zkpipe_pinned::{PinnableVec, PinnedPool, PooledBuffer};
 use zkpipe_stream::{upload, GpuLock, Pinned, VramBudget, VramGrant};
 
 mod msms;
+mod reclaim;
 
 use msms::Batches;
+use reclaim::{Active, Reclaim, ReclaimError};
 
 use crate::clock::StageClock;
 use crate::plan::{choose, DeviceLoad, HStep, JobPlan, JobShape};
@@ -70,6 +72,9 @@ pub(crate) struct DeviceShared {
     pub workers: usize,
     baseline_used: usize,
     resident: Mutex<Option<(u64, Arc<ResidentKey>)>>,
+    /// Job memory that no job uses now, kept for a next job of its shape, and the jobs
+    /// running on the device.
+    memory: Reclaim<Kept>,
 }
 
 /// How a device is set up for the engine.
@@ -98,7 +103,25 @@ impl DeviceShared {
             keep_resident: setup.keep_resident,
             workers: setup.workers.max(1),
             resident: Mutex::new(None),
+            memory: Reclaim::default(),
         })
+    }
+
+    /// A grant of `bytes`: at once, or after freeing idle job memory (shapes other than
+    /// `shape` first), or after running jobs let theirs go; an error when nothing that could
+    /// free them runs.
+    fn acquire(&self, bytes: usize, shape: Option<MemoryShape>) -> Result<VramGrant, ProveError> {
+        let keep = |k: &Kept| Some(k.shape) == shape;
+        self.memory
+            .acquire(&self.budget, bytes, keep)
+            .map_err(|e| match e {
+                ReclaimError::Budget(b) => ProveError::Budget(b),
+                ReclaimError::Held { needed, available } => ProveError::DeviceMemoryHeld {
+                    device: self.ctx.ordinal(),
+                    needed,
+                    available,
+                },
+            })
     }
 
     pub fn sample(&self, stats: &Counters) {
@@ -146,12 +169,31 @@ struct JobMemory {
 /// What memory of a worker serves: domain size, H step, H's chunk, the split MSMs' chunk.
 type MemoryShape = (usize, HStep, usize, usize);
 
-/// A worker's memory kept from job to job, and its grant.
+/// Job memory kept from job to job, and its grant.
 #[derive(Debug)]
 struct Kept {
     shape: MemoryShape,
     mem: JobMemory,
     _grant: VramGrant,
+}
+
+/// Where a job's device memory comes from.
+#[derive(Debug)]
+enum JobMemorySource {
+    /// Allocated for the job under its grant, freed before the lock is let go.
+    PerJob(MemoryShape),
+    /// Idle memory of the job's shape, kept again after the job.
+    Reused(Box<Kept>),
+    /// Made for the job under a grant of its own, kept after it.
+    New(MemoryShape, VramGrant),
+}
+
+/// An admitted job: its plan, the resident key, its grant (held while it runs) and memory.
+struct Admitted<'a> {
+    plan: JobPlan,
+    resident: Option<Arc<ResidentKey>>,
+    active: Active<'a>,
+    memory: JobMemorySource,
 }
 
 /// The split witness on the host, before staging.
@@ -197,8 +239,6 @@ pub(crate) struct GpuWorker {
     /// Budget grants for the NTT's cached tables, one per domain size this worker has seen:
     /// they stay allocated after the job, so they stay granted.
     tables: Mutex<HashMap<u32, VramGrant>>,
-    /// Device memory kept from job to job, under plans that keep it.
-    kept: Mutex<Option<Kept>>,
 }
 
 impl GpuWorker {
@@ -211,7 +251,6 @@ impl GpuWorker {
             msm: CudaMsm::new(&dev.ctx).map_err(|e| ProveError::device(d, e))?,
             side: CudaMsm::new(&dev.ctx).map_err(|e| ProveError::device(d, e))?,
             tables: Mutex::new(HashMap::new()),
-            kept: Mutex::new(None),
             dev,
         })
     }
@@ -236,10 +275,14 @@ impl GpuWorker {
     ) -> Result<(G1Parts, Option<G2Projective>, JobReport), ProveError> {
         let t = Instant::now();
         let witness = SplitWitness::of(z)?;
-        let (plan, resident, grant) = self.admit(key, &witness)?;
+        let Admitted {
+            plan,
+            resident,
+            active,
+            memory,
+        } = self.admit(key, &witness)?;
         let n = key.domain_size();
-        let tail = witness.split.tail().len();
-        let (mut mem, kept) = self.job_memory(&plan, n, tail)?;
+        let (mut mem, kept) = self.job_memory(memory)?;
         let staged = self.stage(&plan, n, abc, witness, &mut mem, stats)?;
         let staging_ms = t.elapsed().as_secs_f64() * 1e3;
         Counters::add(&stats.stage_ns, t.elapsed());
@@ -307,7 +350,10 @@ impl GpuWorker {
         let lock_ms = guard.held_for().as_secs_f64() * 1e3;
         Counters::add(&stats.lock_ns, guard.held_for());
         drop(guard);
-        drop(grant);
+        // A replaced key's memory goes (if this job held it last) before the job stops counting.
+        let plan_text = describe(&plan, resident.is_some());
+        drop(resident);
+        drop(active);
 
         let lanes: Vec<&StageClock> = lane.iter().collect();
         let mut device_ms = clock.stages().map_err(|e| self.err(e))?;
@@ -318,7 +364,7 @@ impl GpuWorker {
         let (parts, b2) = sums.combine().map_err(|e| self.err(e))?;
         let report = JobReport {
             job,
-            plan: describe(&plan, resident.is_some()),
+            plan: plan_text,
             device_ms,
             device_span_ms,
             staging_ms,
@@ -357,13 +403,10 @@ impl GpuWorker {
     }
 
     /// Admission: the plan for this job on this device, the resident key if it is kept, and
-    /// a grant of the plan's bytes (waited for; a plan that can never fit is an error naming
-    /// its bytes and what the budget leaves for jobs).
-    fn admit(
-        &self,
-        key: &ProvingKey,
-        witness: &SplitWitness,
-    ) -> Result<(JobPlan, Option<Arc<ResidentKey>>, VramGrant), ProveError> {
+    /// one grant of every byte the job needs: the plan's, and under a plan that keeps memory,
+    /// the kept memory's unless idle memory of the job's shape is there to take. A plan that
+    /// can never fit is an error naming its bytes and what the budget leaves for jobs.
+    fn admit(&self, key: &ProvingKey, witness: &SplitWitness) -> Result<Admitted<'_>, ProveError> {
         let n = key.domain_size();
         let log_n = n.trailing_zeros();
         self.grant_tables(log_n)?;
@@ -383,8 +426,27 @@ impl GpuWorker {
                 needed: e.needed,
                 capacity: e.available,
             })?;
-        let grant = self.dev.budget.acquire(plan.bytes, None)?;
-        Ok((plan, resident, grant))
+        let shape = (n, plan.h_step, plan.chunk, split_chunk(plan.chunk, tail));
+        let reused = match plan.kept {
+            0 => None,
+            _ => self.dev.memory.take(|k| k.shape == shape),
+        };
+        let new_kept = match (plan.kept, &reused) {
+            (0, _) | (_, Some(_)) => 0,
+            (kept, None) => kept,
+        };
+        let mut grant = self.dev.acquire(plan.bytes + new_kept, Some(shape))?;
+        let memory = match (plan.kept, reused) {
+            (0, _) => JobMemorySource::PerJob(shape),
+            (_, Some(k)) => JobMemorySource::Reused(Box::new(k)),
+            (_, None) => JobMemorySource::New(shape, grant.split_off(new_kept)),
+        };
+        Ok(Admitted {
+            plan,
+            resident,
+            active: self.dev.memory.enter(grant),
+            memory,
+        })
     }
 
     /// What the device holds for good: a resident key of `key_bytes`, every worker's tables.
@@ -421,7 +483,7 @@ impl GpuWorker {
             return Ok(());
         }
         let bytes = self.ntt.table_bytes(log_n);
-        tables.insert(log_n, self.dev.budget.acquire(bytes, None)?);
+        tables.insert(log_n, self.dev.acquire(bytes, None)?);
         Ok(())
     }
 
@@ -463,7 +525,7 @@ impl GpuWorker {
             );
             return Ok(None);
         }
-        let grant = self.dev.budget.acquire(bytes, None)?;
+        let grant = self.dev.acquire(bytes, None)?;
         let t = Instant::now();
         let up = |b: &Bases<G1Affine>| self.msm.upload_bases::<G1>(b).map_err(|e| self.err(e));
         let k = Arc::new(ResidentKey {
@@ -496,38 +558,31 @@ impl GpuWorker {
         Ok(Some(k))
     }
 
-    /// The job's device memory: under a plan that keeps it, this worker's kept memory (made
-    /// anew, under a grant of its own, when the plan's shape differs from the kept one's), with
-    /// its shape and grant to keep it again; else allocated for the job under the job's grant.
+    /// The job's device memory: kept memory taken at admission, or made anew to be kept
+    /// (under its own grant), with its shape and grant to keep it again; else the H step's
+    /// vectors allocated for the job under the job's grant.
     #[allow(clippy::type_complexity)]
     fn job_memory(
         &self,
-        plan: &JobPlan,
-        n: usize,
-        tail: usize,
+        source: JobMemorySource,
     ) -> Result<(JobMemory, Option<(MemoryShape, VramGrant)>), ProveError> {
-        let shape = (n, plan.h_step, plan.chunk, split_chunk(plan.chunk, tail));
-        if plan.kept == 0 {
-            let mem = JobMemory {
-                h_step: self.alloc_h_step(shape)?,
-                batches: None,
-            };
-            return Ok((mem, None));
-        }
-        let mut slot = self.kept.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(k) = slot.take() {
-            if k.shape == shape {
-                return Ok((k.mem, Some((shape, k._grant))));
+        match source {
+            JobMemorySource::PerJob(shape) => {
+                let mem = JobMemory {
+                    h_step: self.alloc_h_step(shape)?,
+                    batches: None,
+                };
+                Ok((mem, None))
             }
-            // Another shape: the old memory goes (and its grant) before the new is made.
+            JobMemorySource::Reused(k) => Ok((k.mem, Some((k.shape, k._grant)))),
+            JobMemorySource::New(shape, grant) => {
+                let mem = JobMemory {
+                    h_step: self.alloc_h_step(shape)?,
+                    batches: Some(self.alloc_batches(shape)?),
+                };
+                Ok((mem, Some((shape, grant))))
+            }
         }
-        drop(slot);
-        let grant = self.dev.budget.acquire(plan.kept, None)?;
-        let mem = JobMemory {
-            h_step: self.alloc_h_step(shape)?,
-            batches: Some(self.alloc_batches(shape)?),
-        };
-        Ok((mem, Some((shape, grant))))
     }
 
     /// The H step's vectors for `shape` (none for a one-point domain).
@@ -560,10 +615,9 @@ impl GpuWorker {
         ))
     }
 
-    /// Keeps `mem` for this worker's next job.
+    /// Keeps `mem` for the device's next job of its shape.
     fn keep(&self, shape: MemoryShape, mem: JobMemory, grant: VramGrant) {
-        let mut slot = self.kept.lock().unwrap_or_else(|p| p.into_inner());
-        *slot = Some(Kept {
+        self.dev.memory.put(Kept {
             shape,
             mem,
             _grant: grant,

@@ -192,6 +192,16 @@ impl VramGrant {
         self.bytes
     }
 
+    /// Moves `bytes` of this grant (at most all of it) into a grant of their own.
+    pub fn split_off(&mut self, bytes: usize) -> VramGrant {
+        let b = bytes.min(self.bytes);
+        self.bytes -= b;
+        VramGrant {
+            bytes: b,
+            budget: self.budget.clone(),
+        }
+    }
+
     /// Releases `bytes` of the grant early (after freeing a buffer), keeping the rest.
     pub fn release(&mut self, bytes: usize) {
         let b = bytes.min(self.bytes);

@@ -59,6 +59,27 @@ fn budget_grants_release_on_drop_and_partially() {
 }
 
 #[test]
+fn a_grant_splits_and_each_part_releases_its_own_bytes() {
+    let b = VramBudget::with_capacity(1000);
+    let mut g = b.acquire(700, None).unwrap();
+    let part = g.split_off(300);
+    assert_eq!((g.bytes(), part.bytes()), (400, 300));
+    assert_eq!(b.stats().in_use, 700, "splitting releases nothing");
+    drop(part);
+    assert_eq!(b.stats().in_use, 400);
+    let rest = g.split_off(5000);
+    assert_eq!(
+        (g.bytes(), rest.bytes()),
+        (0, 400),
+        "at most the whole grant moves"
+    );
+    drop(g);
+    assert_eq!(b.stats().in_use, 400);
+    drop(rest);
+    assert_eq!(b.stats().in_use, 0);
+}
+
+#[test]
 fn workers_never_exceed_the_budget_together() {
     let b = VramBudget::with_capacity(10_000);
     let live = Arc::new(AtomicUsize::new(0));

@@ -277,3 +277,90 @@ fn a_witness_in_lent_pinned_memory_proves_as_a_pageable_one() {
         other => panic!("expected a pinned-memory error, got {other:?}"),
     }
 }
+
+#[test]
+fn keys_of_two_domain_sizes_alternate_on_two_workers_without_a_wait_for_ever() {
+    if gpu_context().is_none() {
+        return;
+    }
+    let fixed = Randomness::Fixed {
+        r: Scalar::from(37u64),
+        s: Scalar::from(41u64),
+    };
+    let (small, big) = (shape(12), shape(18));
+    let keys = [
+        Arc::new(random_key(&small, 43).unwrap()),
+        Arc::new(random_key(&big, 44).unwrap()),
+    ];
+    let witnesses = [random_witness(&small, 45), random_witness(&big, 46)];
+    let cpu = Engine::start(Config {
+        backend: Backend::Cpu,
+        ..Config::default()
+    })
+    .unwrap();
+    let want: Vec<[u8; 192]> = (0..2)
+        .map(|i| {
+            let job = cpu.submit(&keys[i], witnesses[i].clone(), fixed).unwrap();
+            job.wait().unwrap().to_bytes()
+        })
+        .collect();
+    drop(cpu);
+    // Budgets where the small key's memory is kept by each worker while the big key's jobs
+    // need memory of their own: before, an idle worker's kept memory of one size made a job
+    // of the other size wait for ever. Each engine runs in a thread watched for a hang.
+    let mut plans = Vec::new();
+    for cap_mib in [48usize, 64, 80, 96, 112, 128, 160, 192, 256] {
+        for resident in [false, true] {
+            let what = format!("cap {cap_mib} MiB, resident {resident}");
+            let (tx, rx) = std::sync::mpsc::channel();
+            let (keys, witnesses, want) = (keys.clone(), witnesses.clone(), want.clone());
+            let what_in = what.clone();
+            std::thread::spawn(move || {
+                let engine = Engine::start(Config {
+                    backend: Backend::Gpu,
+                    vram_cap: Some(cap_mib * MIB),
+                    vram_margin: 0,
+                    keep_key_resident: resident,
+                    workers_per_device: 2,
+                    g2: G2Placement::Gpu,
+                    ..Config::default()
+                })
+                .unwrap();
+                let mut plans = Vec::new();
+                // Small, small, big, big, then alternating, two in flight at a time.
+                for order in [[0usize, 0], [1, 1], [0, 1], [1, 0], [0, 1]] {
+                    let jobs: Vec<_> = order
+                        .iter()
+                        .map(|&i| (i, engine.submit(&keys[i], witnesses[i].clone(), fixed)))
+                        .collect();
+                    for (i, job) in jobs {
+                        match job.unwrap().wait_report() {
+                            Ok((proof, report)) => {
+                                assert_eq!(proof.to_bytes(), want[i], "{what_in}: {}", report.plan);
+                                plans.push(report.plan);
+                            }
+                            Err(
+                                ProveError::TooLargeForDevice { .. }
+                                | ProveError::DeviceMemoryHeld { .. },
+                            ) => {}
+                            Err(e) => panic!("{what_in}: {e}"),
+                        }
+                    }
+                }
+                let st = engine.shutdown();
+                assert!(
+                    st.vram_budget_high_water <= cap_mib * MIB,
+                    "{what_in}: {st:?}"
+                );
+                tx.send(plans).unwrap();
+            });
+            let got = rx
+                .recv_timeout(std::time::Duration::from_secs(180))
+                .unwrap_or_else(|_| panic!("{what}: the engine hung or its thread panicked"));
+            plans.extend(got);
+        }
+    }
+    println!("plans: {plans:#?}");
+    assert!(plans.iter().any(|p| p.contains("kept")), "{plans:?}");
+    assert!(plans.iter().any(|p| p.contains("per job")), "{plans:?}");
+}
