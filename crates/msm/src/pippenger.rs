@@ -14,13 +14,10 @@ use crate::kernels::{scan_tiles, DensityMap, MsmKernels};
 
 /// The window width for n points.
 ///
-/// Only widths whose top window holds many real bits of a 255-bit scalar: with c = 13 the top
-/// window held 8 bits, with c = 15 none but the carry, and the few buckets of that window then
-/// got n/256 to n/2 points each, summed by one thread (24 s instead of 0.2 s at 2^22, measured
-/// on the H200). 4, 8 and 16 leave 3, 7 and 15 real bits there, and never carry out of it.
-/// 20-bit windows at 2^24 (13 windows, a fifth fewer bucket additions) measured slower on the
-/// H200: bucket sums 180 ms instead of 173 (32 points a bucket leave each thread little to
-/// do) and the window reduction 17 ms instead of 3.
+/// Only widths whose top window holds many real bits of a 255-bit scalar (4, 8, 16 and 20
+/// leave 3, 7, 15 and 15 there, and never carry out of it): a top window of few bits crowds
+/// the points into few buckets. Wider windows mean fewer bucket additions but more buckets to
+/// reduce and fewer points a bucket; 20 bits pay from 2^25 points on (benches/NOTES.md).
 pub fn window_bits(n: usize) -> u32 {
     match n {
         0..1024 => 4,
@@ -30,9 +27,9 @@ pub fn window_bits(n: usize) -> u32 {
     }
 }
 
-/// From this many points on, 20-bit windows (13 windows instead of 16: a fifth fewer bucket
-/// additions, each bucket still holding about n / 2^19 points).
-const LARGE: usize = 1 << 26;
+/// From this many points on, 20-bit windows: 13 windows instead of 16, a fifth fewer bucket
+/// additions, with buckets of n / 2^19 points or more (benches/NOTES.md has the crossover).
+const LARGE: usize = 1 << 25;
 
 /// The window widths a caller may choose ([`crate::CudaMsm::with_window_bits`]): the digit
 /// kernel reads at most 24 bits, and wider windows' bucket sums would take gigabytes.
