@@ -57,6 +57,9 @@ pub struct Args {
     /// print the same.
     #[arg(long)]
     pub fixed: bool,
+    /// Threads making witnesses beside the engine, as a service's synthesis would run.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub producers: u16,
 }
 
 type Error = Box<dyn std::error::Error>;
@@ -331,12 +334,12 @@ pub fn run(a: &Args) -> Result<(), Error> {
     let next = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|scope| -> Result<(), Error> {
         // Witnesses are made as the engine takes them (submit blocks while the queue is
-        // full), by two threads as a service's synthesis would run beside the engine: one
-        // witness takes about as long to write as a 2^27 partition takes on the GPU.
+        // full), by `--producers` threads as a service's synthesis would run beside the
+        // engine: one witness takes about as long to write as a 2^27 partition takes on the GPU.
         // Handles wait here in order; the channel's slots are allocated up front, so it holds
         // a few (the producers wait for the engine anyway).
         let (tx, rx) = crossbeam::channel::bounded(a.proofs.clamp(1, 64));
-        let producers: Vec<_> = (0..2)
+        let producers: Vec<_> = (0..a.producers)
             .map(|_| {
                 let tx = tx.clone();
                 let (next, witnesses, engine, key) = (&next, &witnesses, &engine, &key);

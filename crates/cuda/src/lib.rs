@@ -14,6 +14,8 @@
 //! # Ok::<(), zkpipe_cuda::Error>(())
 //! ```
 
+#[cfg(feature = "fault-injection")]
+pub mod fault;
 pub mod result;
 pub mod sys;
 

@@ -23,11 +23,29 @@ pub(crate) fn check(call: &'static str, code: u32) -> Result<()> {
     }
 }
 
+/// The status of one driver call `name`, made by `call` (with the `fault-injection` feature,
+/// counted and perhaps failed instead: [`crate::fault`]).
+#[inline(always)]
+pub(crate) fn status(name: &'static str, call: impl FnOnce() -> u32) -> u32 {
+    #[cfg(feature = "fault-injection")]
+    match crate::fault::intercept(name) {
+        crate::fault::Verdict::Call => {}
+        crate::fault::Verdict::Fail(code) => return code,
+        crate::fault::Verdict::CallThenFail(code) => {
+            call();
+            return code;
+        }
+    }
+    #[cfg(not(feature = "fault-injection"))]
+    let _ = name;
+    call()
+}
+
 /// Calls a required driver function and checks its status.
 macro_rules! drv {
     ($name:ident ( $($arg:expr),* )) => {{
         let api = $crate::sys::api()?;
-        let code = (api.$name)($($arg),*);
+        let code = $crate::result::status(stringify!($name), || (api.$name)($($arg),*));
         $crate::result::check(stringify!($name), code)
     }};
 }
@@ -37,7 +55,7 @@ macro_rules! drv_opt {
     ($name:ident ( $($arg:expr),* )) => {{
         let api = $crate::sys::api()?;
         let f = api.$name.ok_or(Error::Unsupported { symbol: stringify!($name) })?;
-        let code = f($($arg),*);
+        let code = $crate::result::status(stringify!($name), || f($($arg),*));
         $crate::result::check(stringify!($name), code)
     }};
 }
@@ -546,7 +564,7 @@ pub mod stream {
     pub unsafe fn is_idle(s: CUstream) -> Result<bool> {
         let api = crate::sys::api()?;
         // SAFETY: as the caller promises.
-        let code = unsafe { (api.cuStreamQuery)(s) };
+        let code = status("cuStreamQuery", || unsafe { (api.cuStreamQuery)(s) });
         not_ready_or(code, "cuStreamQuery")
     }
 }
@@ -600,7 +618,7 @@ pub mod event {
     pub unsafe fn is_complete(e: CUevent) -> Result<bool> {
         let api = crate::sys::api()?;
         // SAFETY: as the caller promises.
-        let code = unsafe { (api.cuEventQuery)(e) };
+        let code = status("cuEventQuery", || unsafe { (api.cuEventQuery)(e) });
         not_ready_or(code, "cuEventQuery")
     }
 

@@ -87,6 +87,28 @@ pub struct Config {
     /// a GPU engine ([`ProvingKey::pin`]): uploads of them are then DMA at full speed.
     /// Default true.
     pub pin_key: bool,
+    /// What becomes of the jobs of a device quarantined after a fault that leaves it
+    /// unusable ([`Engine::quarantined`]). Default: they fail.
+    pub on_device_failure: OnDeviceFailure,
+}
+
+/// What becomes of the jobs of a quarantined device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnDeviceFailure {
+    /// They fail with [`ProveError::DeviceQuarantined`].
+    #[default]
+    Fail,
+    /// They run on the CPU.
+    Cpu,
+}
+
+/// A device the engine stopped using, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quarantine {
+    /// The device's ordinal.
+    pub device: usize,
+    /// The fault that made it unusable.
+    pub reason: String,
 }
 
 impl Default for Config {
@@ -106,6 +128,7 @@ impl Default for Config {
             pinned_witness: 0,
             keep_key_resident: true,
             pin_key: true,
+            on_device_failure: OnDeviceFailure::Fail,
         }
     }
 }
@@ -195,10 +218,33 @@ impl JobHandle {
     /// As [`JobHandle::wait`], with what the job did: its plan, each stage's device
     /// milliseconds, staging and lock times, bytes uploaded.
     pub fn wait_report(self) -> Result<(Proof, JobReport), ProveError> {
-        self.rx.recv().unwrap_or(Err(ProveError::Lost {
+        self.rx.recv().unwrap_or(Err(self.lost()))
+    }
+
+    /// Waits up to `timeout` for the proof: `None` when it is not ready by then (the handle
+    /// can be waited on again).
+    pub fn wait_timeout(&self, timeout: Duration) -> Option<Result<Proof, ProveError>> {
+        self.wait_report_timeout(timeout)
+            .map(|r| r.map(|(proof, _)| proof))
+    }
+
+    /// As [`JobHandle::wait_timeout`], with the job's report.
+    pub fn wait_report_timeout(
+        &self,
+        timeout: Duration,
+    ) -> Option<Result<(Proof, JobReport), ProveError>> {
+        match self.rx.recv_timeout(timeout) {
+            Ok(r) => Some(r),
+            Err(crossbeam::channel::RecvTimeoutError::Timeout) => None,
+            Err(crossbeam::channel::RecvTimeoutError::Disconnected) => Some(Err(self.lost())),
+        }
+    }
+
+    fn lost(&self) -> ProveError {
+        ProveError::Lost {
             job: self.id,
             reason: "the engine stopped before answering".into(),
-        }))
+        }
     }
 }
 
@@ -221,6 +267,8 @@ pub struct Engine {
     /// their three buffers one at a time (two lenders holding part of a set each could
     /// otherwise wait for each other).
     witness_pool: Option<(PinnedPool, Mutex<()>)>,
+    /// Keys that could not be page-locked (proved from pageable memory).
+    unpinnable: Mutex<std::collections::HashSet<u64>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -285,11 +333,17 @@ impl Engine {
         let (g1_tx, g1_rx) = bounded::<G1Done>(cfg.g2_capacity.max(1));
         let mut threads = Vec::new();
         let mut kinds = Vec::new();
-        for dev in &devices {
-            for _ in 0..cfg.workers_per_device.max(1) {
-                kinds.push(WorkerKind::Gpu(Box::new(GpuWorker::new(Arc::clone(dev))?)));
+        let devices = match gpu_workers(&devices, cfg.workers_per_device) {
+            Ok(workers) => {
+                kinds = workers;
+                devices
             }
-        }
+            Err(e) if cfg.backend == Backend::Auto => {
+                tracing::warn!(reason = %e, "the GPU workers could not start (no usable kernel image?): every stage runs on the CPU");
+                Vec::new()
+            }
+            Err(e) => return Err(e),
+        };
         if devices.is_empty() {
             for _ in 0..cfg.cpu_workers.max(1) {
                 kinds.push(WorkerKind::Cpu);
@@ -312,10 +366,11 @@ impl Engine {
         tracing::info!(backend = %description, "engine started");
         for (i, kind) in kinds.into_iter().enumerate() {
             let (rx, tx, st) = (jobs_rx.clone(), g1_tx.clone(), Arc::clone(&stats));
+            let on_failure = cfg.on_device_failure;
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("zkpipe-worker-{i}"))
-                    .spawn(move || worker(kind, rx, tx, st))
+                    .spawn(move || worker(kind, on_failure, rx, tx, st))
                     .map_err(|e| ProveError::device(0, e))?,
             );
         }
@@ -357,6 +412,7 @@ impl Engine {
             description,
             pin_key: cfg.pin_key,
             witness_pool,
+            unpinnable: Mutex::new(std::collections::HashSet::new()),
         })
     }
 
@@ -397,6 +453,19 @@ impl Engine {
         Ok(())
     }
 
+    /// Page-locks `key` for its first job; a key that cannot be locked is proved from
+    /// pageable memory (slower uploads), with a warning, once per key.
+    fn pin_or_warn(&self, key: &ProvingKey) {
+        let mut unpinnable = self.unpinnable.lock().unwrap_or_else(|p| p.into_inner());
+        if unpinnable.contains(&key.id()) {
+            return;
+        }
+        if let Err(e) = self.load_key(key) {
+            tracing::warn!(key = key.id(), error = %e, "the proving key could not be page-locked: its points are uploaded from pageable memory, more slowly");
+            unpinnable.insert(key.id());
+        }
+    }
+
     /// Page-locked room for one witness's a, b and c (the key's domain size each), lent from
     /// the engine's pool ([`Config::pinned_witness`]): synthesis writes into it
     /// ([`Evaluations::push`], [`crate::PinnedEvaluations::extend_from_slice`]), the engine
@@ -435,7 +504,7 @@ impl Engine {
         randomness: Randomness,
     ) -> Result<JobHandle, ProveError> {
         witness.check(key)?;
-        self.load_key(key)?;
+        self.pin_or_warn(key);
         let (r, s) = match randomness {
             Randomness::Fixed { r, s } => (r, s),
             Randomness::Random => {
@@ -478,6 +547,20 @@ impl Engine {
             .collect()
     }
 
+    /// The devices the engine stopped using after a fault that left them unusable (a
+    /// sticky error: every later call on the context fails), and why.
+    pub fn quarantined(&self) -> Vec<Quarantine> {
+        self.devices
+            .iter()
+            .filter_map(|d| {
+                d.quarantined().map(|reason| Quarantine {
+                    device: d.ctx.ordinal(),
+                    reason,
+                })
+            })
+            .collect()
+    }
+
     /// Counters so far.
     pub fn stats(&self) -> EngineStats {
         let budget = self
@@ -497,6 +580,17 @@ impl Engine {
             + lent;
         let mut st = self.stats.snapshot(budget);
         st.pinned_high_water = pinned;
+        st.quarantined_devices = self.quarantined().len();
+        st.vram_budget_in_use = self.devices.iter().map(|d| d.budget.stats().in_use).sum();
+        st.pinned_in_use = self
+            .devices
+            .iter()
+            .map(|d| d.pinned.stats().bytes_in_use)
+            .sum::<usize>()
+            + self
+                .witness_pool
+                .as_ref()
+                .map_or(0, |(p, _)| p.stats().bytes_in_use);
         st
     }
 
@@ -524,7 +618,13 @@ impl Drop for Engine {
     }
 }
 
-fn worker(kind: WorkerKind, jobs: Receiver<Job>, out: Sender<G1Done>, stats: Arc<Counters>) {
+fn worker(
+    kind: WorkerKind,
+    on_failure: OnDeviceFailure,
+    jobs: Receiver<Job>,
+    out: Sender<G1Done>,
+    stats: Arc<Counters>,
+) {
     for job in jobs {
         let Job {
             id,
@@ -547,25 +647,22 @@ fn worker(kind: WorkerKind, jobs: Receiver<Job>, out: Sender<G1Done>, stats: Arc
             let z = Assignment::take(&mut witness);
             let abc = [witness.a, witness.b, witness.c];
             match &kind {
-                WorkerKind::Cpu => {
-                    let t = Instant::now();
-                    let [a, b, c] = abc;
-                    let [a, b, c] = [a.into_vec(), b.into_vec(), c.into_vec()];
-                    let h = prover::h_coefficients(&CpuNtt::new(), key.domain_size(), a, b, c)?;
-                    Counters::add(&stats.h_ns, t.elapsed());
-                    let t = Instant::now();
-                    let g1 = prover::g1_msms(&CpuMsm::new(), &key, &h, &z)?;
-                    Counters::add(&stats.g1_ns, t.elapsed());
-                    let report = JobReport {
-                        job: id,
-                        ..JobReport::default()
-                    };
-                    Ok((z, g1, None, report))
-                }
-                WorkerKind::Gpu(w) => {
-                    let (g1, b2, report) = w.g1_stage(id, &key, abc, &z, &stats)?;
-                    Ok((z, g1, b2, report))
-                }
+                WorkerKind::Cpu => cpu_g1(id, &key, abc, z, &stats),
+                WorkerKind::Gpu(w) => match (w.dev.quarantined(), on_failure) {
+                    (None, _) => {
+                        let run = w.g1_stage(id, &key, abc, &z, &stats);
+                        if run.is_err() {
+                            w.dev.quarantine_if_unusable();
+                        }
+                        let (g1, b2, report) = run?;
+                        Ok((z, g1, b2, report))
+                    }
+                    (Some(_), OnDeviceFailure::Cpu) => cpu_g1(id, &key, abc, z, &stats),
+                    (Some(reason), OnDeviceFailure::Fail) => Err(ProveError::DeviceQuarantined {
+                        device: w.dev.ctx.ordinal(),
+                        reason,
+                    }),
+                },
             }
         }));
         let result = run.unwrap_or_else(|p| {
@@ -601,6 +698,46 @@ fn worker(kind: WorkerKind, jobs: Receiver<Job>, out: Sender<G1Done>, stats: Arc
             }
         }
     }
+}
+
+/// `per_device` GPU workers on each device (loading the kernels).
+fn gpu_workers(
+    devices: &[Arc<DeviceShared>],
+    per_device: usize,
+) -> Result<Vec<WorkerKind>, ProveError> {
+    let mut kinds = Vec::new();
+    for dev in devices {
+        for _ in 0..per_device.max(1) {
+            kinds.push(WorkerKind::Gpu(Box::new(GpuWorker::new(Arc::clone(dev))?)));
+        }
+    }
+    Ok(kinds)
+}
+
+/// What a worker's G1 stage gives: the assignment, G1's parts, B2 when it ran on the GPU, and
+/// the job's report.
+type G1Result = (Assignment, G1Parts, Option<G2Projective>, JobReport);
+
+/// The G1 stage of job `id` on the CPU.
+fn cpu_g1(
+    id: u64,
+    key: &ProvingKey,
+    [a, b, c]: [Evaluations; 3],
+    z: Assignment,
+    stats: &Counters,
+) -> Result<G1Result, ProveError> {
+    let t = Instant::now();
+    let [a, b, c] = [a.into_vec(), b.into_vec(), c.into_vec()];
+    let h = prover::h_coefficients(&CpuNtt::new(), key.domain_size(), a, b, c)?;
+    Counters::add(&stats.h_ns, t.elapsed());
+    let t = Instant::now();
+    let g1 = prover::g1_msms(&CpuMsm::new(), key, &h, &z)?;
+    Counters::add(&stats.g1_ns, t.elapsed());
+    let report = JobReport {
+        job: id,
+        ..JobReport::default()
+    };
+    Ok((z, g1, None, report))
 }
 
 fn g2_stage(rx: Receiver<G1Done>, stats: Arc<Counters>) {

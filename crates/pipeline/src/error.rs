@@ -59,6 +59,12 @@ pub enum ProveError {
         needed: usize,
         available: usize,
     },
+    /// The device was quarantined after a fault that left it unusable, and the engine's
+    /// [`crate::OnDeviceFailure`] is to fail its jobs.
+    #[error(
+        "device {device} is quarantined ({reason}); its jobs fail (Config::on_device_failure)"
+    )]
+    DeviceQuarantined { device: usize, reason: String },
     /// The VRAM budget refused (timeout).
     #[error(transparent)]
     Budget(#[from] BudgetError),

@@ -75,6 +75,8 @@ pub(crate) struct DeviceShared {
     /// Job memory that no job uses now, kept for a next job of its shape, and the jobs
     /// running on the device.
     memory: Reclaim<Kept>,
+    /// Why the device was quarantined, once it was.
+    quarantine: Mutex<Option<String>>,
 }
 
 /// How a device is set up for the engine.
@@ -104,7 +106,31 @@ impl DeviceShared {
             workers: setup.workers.max(1),
             resident: Mutex::new(None),
             memory: Reclaim::default(),
+            quarantine: Mutex::new(None),
         })
+    }
+
+    /// Why the device is quarantined, if it is.
+    pub fn quarantined(&self) -> Option<String> {
+        self.quarantine
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// After a failed job: quarantines the device when its context no longer works (a
+    /// sticky error: a synchronize of the whole context fails). Idle job memory goes.
+    pub fn quarantine_if_unusable(&self) {
+        let Err(e) = self.ctx.synchronize() else {
+            return;
+        };
+        let mut q = self.quarantine.lock().unwrap_or_else(|p| p.into_inner());
+        if q.is_none() {
+            tracing::error!(device = self.ctx.ordinal(), error = %e, "device quarantined: its context no longer works");
+            *q = Some(e.to_string());
+        }
+        drop(q);
+        while self.memory.take(|_| true).is_some() {}
     }
 
     /// A grant of `bytes`: at once, or after freeing idle job memory (shapes other than

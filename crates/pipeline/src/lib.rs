@@ -40,7 +40,10 @@ mod stats;
 pub mod testgen;
 mod witness;
 
-pub use engine::{Backend, Config, Engine, G2Placement, JobHandle, Randomness, CONFIG_MAX};
+pub use engine::{
+    Backend, Config, Engine, G2Placement, JobHandle, OnDeviceFailure, Quarantine, Randomness,
+    CONFIG_MAX,
+};
 pub use error::ProveError;
 pub use key::{KeyParts, ProvingKey, VerifyingKey};
 pub use proof::{verify, PreparedVerifyingKey, Proof, PROOF_BYTES};

@@ -60,6 +60,9 @@ impl Counters {
             vram_budget_high_water: budget_high_water,
             pinned_high_water: 0,
             key_pinned_bytes: self.key_pinned_bytes.load(Ordering::Relaxed),
+            quarantined_devices: 0,
+            vram_budget_in_use: 0,
+            pinned_in_use: 0,
         }
     }
 }
@@ -135,4 +138,11 @@ pub struct EngineStats {
     pub pinned_high_water: usize,
     /// Bytes of proving-key points the engine page-locked in host memory.
     pub key_pinned_bytes: u64,
+    /// Devices quarantined after a fault ([`crate::Engine::quarantined`] says which and why).
+    pub quarantined_devices: usize,
+    /// Bytes the VRAM budgets grant now (summed over devices): NTT tables, a resident key,
+    /// idle job memory, running jobs.
+    pub vram_budget_in_use: usize,
+    /// Pinned staging and lent witness memory handed out now (summed over devices).
+    pub pinned_in_use: usize,
 }
