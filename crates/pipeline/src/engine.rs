@@ -16,7 +16,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use blstrs::{G2Projective, Scalar};
-use crossbeam::channel::{bounded, Receiver, Sender};
+use crossbeam::channel::{bounded, Receiver, SendTimeoutError, Sender};
 use ff::Field;
 use zkpipe_msm::{CpuMsm, Msm};
 use zkpipe_ntt::CpuNtt;
@@ -24,7 +24,9 @@ use zkpipe_ntt::CpuNtt;
 use crate::gpu::{DeviceSetup, DeviceShared, GpuWorker};
 use crate::prover::{self, Assignment, G1Parts};
 use crate::stats::{Counters, JobReport};
-use crate::{EngineStats, Evaluations, PinnedEvaluations, Proof, ProveError, ProvingKey, Witness};
+use crate::{
+    EngineStats, Evaluations, PinnedEvaluations, Proof, ProveError, ProvingKey, Refused, Witness,
+};
 use zkpipe_field::Fr;
 use zkpipe_pinned::PinnedPool;
 
@@ -177,6 +179,8 @@ type Reply = Sender<Result<(Proof, JobReport), ProveError>>;
 
 struct Job {
     id: u64,
+    /// Set when the caller no longer wants the proof: the job is dropped unrun.
+    cancelled: Arc<AtomicBool>,
     key: Arc<ProvingKey>,
     witness: Witness,
     r: Scalar,
@@ -197,17 +201,31 @@ struct G1Done {
     reply: Reply,
 }
 
-/// A submitted job: wait for its proof.
+/// A submitted job: wait for its proof. Dropping the handle cancels the job if it has not
+/// started.
 #[derive(Debug)]
 pub struct JobHandle {
     id: u64,
     rx: Receiver<Result<(Proof, JobReport), ProveError>>,
+    cancelled: Arc<AtomicBool>,
+}
+
+impl Drop for JobHandle {
+    fn drop(&mut self) {
+        self.cancel();
+    }
 }
 
 impl JobHandle {
     /// The job's number.
     pub fn id(&self) -> u64 {
         self.id
+    }
+
+    /// Cancels the job if it has not started: a worker then drops it unrun, and a wait gives
+    /// [`ProveError::Cancelled`]. A job already running finishes.
+    pub fn cancel(&self) {
+        self.cancelled.store(true, Ordering::SeqCst);
     }
 
     /// Blocks until the proof (or the job's error) is ready.
@@ -269,6 +287,8 @@ pub struct Engine {
     witness_pool: Option<(PinnedPool, Mutex<()>)>,
     /// Keys that could not be page-locked (proved from pageable memory).
     unpinnable: Mutex<std::collections::HashSet<u64>>,
+    /// Set by [`Engine::shutdown_now`]: queued jobs are dropped unrun.
+    abandon: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -364,13 +384,20 @@ impl Engine {
             )
         };
         tracing::info!(backend = %description, "engine started");
+        let abandon = Arc::new(AtomicBool::new(false));
         for (i, kind) in kinds.into_iter().enumerate() {
             let (rx, tx, st) = (jobs_rx.clone(), g1_tx.clone(), Arc::clone(&stats));
             let on_failure = cfg.on_device_failure;
+            let abandon = Arc::clone(&abandon);
+            let w = Worker {
+                kind,
+                on_failure,
+                abandon,
+            };
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("zkpipe-worker-{i}"))
-                    .spawn(move || worker(kind, on_failure, rx, tx, st))
+                    .spawn(move || worker(w, rx, tx, st))
                     .map_err(|e| ProveError::device(0, e))?,
             );
         }
@@ -413,6 +440,7 @@ impl Engine {
             pin_key: cfg.pin_key,
             witness_pool,
             unpinnable: Mutex::new(std::collections::HashSet::new()),
+            abandon,
         })
     }
 
@@ -503,7 +531,36 @@ impl Engine {
         witness: Witness,
         randomness: Randomness,
     ) -> Result<JobHandle, ProveError> {
-        witness.check(key)?;
+        self.submit_within(key, witness, randomness, None)
+            .map_err(|r| r.error)
+    }
+
+    /// As [`Engine::submit`], waiting at most `timeout` for room in the queue. A job not
+    /// accepted comes back with its witness.
+    pub fn submit_timeout(
+        &self,
+        key: &Arc<ProvingKey>,
+        witness: Witness,
+        randomness: Randomness,
+        timeout: Duration,
+    ) -> Result<JobHandle, Refused> {
+        self.submit_within(key, witness, randomness, Some(timeout))
+    }
+
+    fn submit_within(
+        &self,
+        key: &Arc<ProvingKey>,
+        witness: Witness,
+        randomness: Randomness,
+        timeout: Option<Duration>,
+    ) -> Result<JobHandle, Refused> {
+        let refuse = |error, witness| Refused {
+            error,
+            witness: Box::new(witness),
+        };
+        if let Err(e) = witness.check(key) {
+            return Err(refuse(e, witness));
+        }
         self.pin_or_warn(key);
         let (r, s) = match randomness {
             Randomness::Fixed { r, s } => (r, s),
@@ -512,25 +569,38 @@ impl Engine {
                 (Scalar::random(&mut rng), Scalar::random(&mut rng))
             }
         };
-        let tx = self
-            .jobs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-            .ok_or(ProveError::ShutDown)?;
+        let tx = self.jobs.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let Some(tx) = tx else {
+            return Err(refuse(ProveError::ShutDown, witness));
+        };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (reply, rx) = bounded(1);
+        let cancelled = Arc::new(AtomicBool::new(false));
         let job = Job {
             id,
+            cancelled: Arc::clone(&cancelled),
             key: Arc::clone(key),
             witness,
             r,
             s,
             reply,
         };
-        tx.send(job).map_err(|_| ProveError::ShutDown)?;
+        let t = Instant::now();
+        let sent = match timeout {
+            None => tx.send(job).map_err(|e| (ProveError::ShutDown, e.0)),
+            Some(d) => tx.send_timeout(job, d).map_err(|e| match e {
+                SendTimeoutError::Timeout(job) => {
+                    let waited_ms = t.elapsed().as_millis();
+                    (ProveError::QueueFull { waited_ms }, job)
+                }
+                SendTimeoutError::Disconnected(job) => (ProveError::ShutDown, job),
+            }),
+        };
+        if let Err((error, job)) = sent {
+            return Err(refuse(error, job.witness));
+        }
         self.stats.submitted.fetch_add(1, Ordering::Relaxed);
-        Ok(JobHandle { id, rx })
+        Ok(JobHandle { id, rx, cancelled })
     }
 
     /// Submits many circuits of one key (the first bad witness stops the batch with its error;
@@ -594,6 +664,13 @@ impl Engine {
         st
     }
 
+    /// Stops accepting jobs, cancels every queued one (their waits give
+    /// [`ProveError::Cancelled`]), finishes the running ones, and stops the threads.
+    pub fn shutdown_now(&self) -> EngineStats {
+        self.abandon.store(true, Ordering::SeqCst);
+        self.shutdown()
+    }
+
     /// Stops accepting jobs, finishes every accepted one, and stops the threads.
     pub fn shutdown(&self) -> EngineStats {
         self.jobs.lock().unwrap_or_else(|p| p.into_inner()).take();
@@ -618,16 +695,29 @@ impl Drop for Engine {
     }
 }
 
-fn worker(
+/// A worker thread's setup.
+struct Worker {
     kind: WorkerKind,
     on_failure: OnDeviceFailure,
-    jobs: Receiver<Job>,
-    out: Sender<G1Done>,
-    stats: Arc<Counters>,
-) {
+    /// The engine's [`Engine::shutdown_now`] flag.
+    abandon: Arc<AtomicBool>,
+}
+
+fn worker(w: Worker, jobs: Receiver<Job>, out: Sender<G1Done>, stats: Arc<Counters>) {
+    let Worker {
+        kind,
+        on_failure,
+        abandon,
+    } = w;
     for job in jobs {
+        if job.cancelled.load(Ordering::SeqCst) || abandon.load(Ordering::SeqCst) {
+            stats.cancelled.fetch_add(1, Ordering::Relaxed);
+            let _ = job.reply.send(Err(ProveError::Cancelled { job: job.id }));
+            continue;
+        }
         let Job {
             id,
+            cancelled: _,
             key,
             mut witness,
             r,

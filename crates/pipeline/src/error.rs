@@ -87,6 +87,34 @@ pub enum ProveError {
     /// The engine stopped before the job finished (a worker died).
     #[error("job {job} was lost: {reason}")]
     Lost { job: u64, reason: String },
+    /// The job was cancelled before it ran ([`crate::JobHandle::cancel`], a dropped handle,
+    /// or [`crate::Engine::shutdown_now`]).
+    #[error("job {job} was cancelled before it ran")]
+    Cancelled { job: u64 },
+    /// The job queue stayed full for the whole wait of [`crate::Engine::submit_timeout`].
+    #[error("the job queue stayed full for {waited_ms} ms; job not accepted")]
+    QueueFull { waited_ms: u128 },
+}
+
+/// A job [`crate::Engine::submit_timeout`] did not accept, with its witness handed back.
+#[derive(Debug)]
+pub struct Refused {
+    /// Why.
+    pub error: ProveError,
+    /// The witness, unused.
+    pub witness: Box<crate::Witness>,
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl std::error::Error for Refused {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
 }
 
 impl ProveError {

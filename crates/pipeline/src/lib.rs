@@ -44,7 +44,7 @@ pub use engine::{
     Backend, Config, Engine, G2Placement, JobHandle, OnDeviceFailure, Quarantine, Randomness,
     CONFIG_MAX,
 };
-pub use error::ProveError;
+pub use error::{ProveError, Refused};
 pub use key::{KeyParts, ProvingKey, VerifyingKey};
 pub use proof::{verify, PreparedVerifyingKey, Proof, PROOF_BYTES};
 pub use stats::{EngineStats, JobReport};

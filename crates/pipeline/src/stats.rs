@@ -9,6 +9,7 @@ pub(crate) struct Counters {
     pub submitted: AtomicU64,
     pub done: AtomicU64,
     pub failed: AtomicU64,
+    pub cancelled: AtomicU64,
     pub h_ns: AtomicU64,
     pub g1_ns: AtomicU64,
     pub g2_ns: AtomicU64,
@@ -43,6 +44,7 @@ impl Counters {
             submitted: self.submitted.load(Ordering::Relaxed),
             done: self.done.load(Ordering::Relaxed),
             failed: self.failed.load(Ordering::Relaxed),
+            cancelled: self.cancelled.load(Ordering::Relaxed),
             h_ms: ms(&self.h_ns),
             g1_msm_ms: ms(&self.g1_ns),
             g2_msm_ms: ms(&self.g2_ns),
@@ -109,6 +111,8 @@ pub struct EngineStats {
     pub done: u64,
     /// Jobs that ended with an error.
     pub failed: u64,
+    /// Jobs cancelled before they ran.
+    pub cancelled: u64,
     /// Time in the H step (ms).
     pub h_ms: f64,
     /// Time in the G1 MSMs (ms).

@@ -160,6 +160,105 @@ fn shutdown_finishes_every_accepted_job() {
     }
 }
 
+/// A key and witnesses whose CPU proof takes long enough (seconds on two cores) for jobs
+/// behind it to stay queued.
+fn slow_job() -> (std::sync::Arc<ProvingKey>, zkpipe_pipeline::Witness) {
+    let s = Shape {
+        log_n: 14,
+        inputs: 2,
+        aux: (1 << 14) - 10,
+        a_every: 8,
+        b_every: 3,
+    };
+    let key = ProvingKey::new_unchecked(random_key_parts(&s, 1)).unwrap();
+    (std::sync::Arc::new(key), random_witness(&s, 2))
+}
+
+#[test]
+fn queued_jobs_are_cancelled_by_cancel_or_a_dropped_handle_and_a_full_queue_gives_the_witness_back()
+{
+    let s = shape();
+    let key = std::sync::Arc::new(ProvingKey::new(random_key_parts(&s, 5)).unwrap());
+    let (slow_key, slow) = slow_job();
+    let engine = Engine::start(Config {
+        backend: Backend::Cpu,
+        queue_capacity: 2,
+        ..Config::default()
+    })
+    .unwrap();
+    let first = engine.submit(&slow_key, slow, Randomness::Random).unwrap();
+    // Whether or not the worker has taken it yet, the queue (two jobs) is full after the next
+    // two submits: the second waits for the worker if need be.
+    let cancelled = engine
+        .submit(&key, random_witness(&s, 1), Randomness::Random)
+        .unwrap();
+    let dropped = engine
+        .submit(&key, random_witness(&s, 2), Randomness::Random)
+        .unwrap();
+    assert!(first
+        .wait_timeout(std::time::Duration::from_millis(1))
+        .is_none());
+    cancelled.cancel();
+    drop(dropped);
+    // The queue is full (two jobs): a submit with a timeout comes back with its witness.
+    let w = random_witness(&s, 3);
+    let refused = engine
+        .submit_timeout(
+            &key,
+            w.clone(),
+            Randomness::Random,
+            std::time::Duration::from_millis(20),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(refused.error, ProveError::QueueFull { waited_ms } if waited_ms >= 20),
+        "{refused}"
+    );
+    assert_eq!(
+        refused.witness.aux, w.aux,
+        "the witness comes back unchanged"
+    );
+    first.wait().unwrap();
+    assert!(matches!(
+        cancelled.wait(),
+        Err(ProveError::Cancelled { .. })
+    ));
+    let st = engine.shutdown();
+    assert_eq!((st.done, st.cancelled, st.failed), (1, 2, 0), "{st:?}");
+}
+
+#[test]
+fn shutdown_now_cancels_the_queued_jobs_and_finishes_the_running_one() {
+    let s = shape();
+    let key = std::sync::Arc::new(ProvingKey::new(random_key_parts(&s, 5)).unwrap());
+    let (slow_key, slow) = slow_job();
+    let engine = Engine::start(Config {
+        backend: Backend::Cpu,
+        queue_capacity: 8,
+        ..Config::default()
+    })
+    .unwrap();
+    let first = engine.submit(&slow_key, slow, Randomness::Random).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let queued: Vec<_> = (0..3)
+        .map(|i| {
+            engine
+                .submit(&key, random_witness(&s, i), Randomness::Random)
+                .unwrap()
+        })
+        .collect();
+    let st = engine.shutdown_now();
+    first.wait().unwrap();
+    for h in queued {
+        assert!(matches!(h.wait(), Err(ProveError::Cancelled { .. })));
+    }
+    assert_eq!((st.done, st.cancelled), (1, 3), "{st:?}");
+    assert!(matches!(
+        engine.submit(&key, random_witness(&s, 9), Randomness::Random),
+        Err(ProveError::ShutDown)
+    ));
+}
+
 #[test]
 fn a_cpu_engine_leaves_the_key_pageable_and_reports_no_device_time() {
     let s = shape();
