@@ -14,6 +14,7 @@
 //! # Ok::<(), zkpipe_cuda::Error>(())
 //! ```
 
+pub mod census;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
 pub mod result;

@@ -9,6 +9,7 @@ use cuda_driver_sys::{
     CUcontext, CUdevice, CUdevice_attribute, CUdeviceptr, CUevent, CUfunction, CUmodule, CUstream,
 };
 
+use crate::census;
 use crate::error::{Error, Result};
 use crate::sys::{api, CUmemoryPool};
 
@@ -191,7 +192,7 @@ pub mod mem {
     pub fn alloc(bytes: usize) -> Result<CUdeviceptr> {
         let mut ptr: CUdeviceptr = 0;
         // SAFETY: writes one device pointer.
-        unsafe { drv!(cuMemAlloc_v2(&mut ptr, bytes)) }?;
+        census::made(&census::DEVICE, unsafe { drv!(cuMemAlloc_v2(&mut ptr, bytes)) })?;
         Ok(ptr)
     }
 
@@ -201,7 +202,7 @@ pub mod mem {
     /// `ptr` came from [`alloc`] and is not used afterwards.
     pub unsafe fn free(ptr: CUdeviceptr) -> Result<()> {
         // SAFETY: as the caller promises.
-        unsafe { drv!(cuMemFree_v2(ptr)) }
+        census::released(&census::DEVICE, unsafe { drv!(cuMemFree_v2(ptr)) })
     }
 
     /// `cuMemAllocAsync`: stream-ordered allocation from the device's default pool.
@@ -211,7 +212,8 @@ pub mod mem {
     pub unsafe fn alloc_async(bytes: usize, stream: CUstream) -> Result<CUdeviceptr> {
         let mut ptr: CUdeviceptr = 0;
         // SAFETY: writes one device pointer; the caller keeps the stream alive.
-        unsafe { drv_opt!(cuMemAllocAsync(&mut ptr, bytes, stream)) }?;
+        let made = unsafe { drv_opt!(cuMemAllocAsync(&mut ptr, bytes, stream)) };
+        census::made(&census::DEVICE, made)?;
         Ok(ptr)
     }
 
@@ -221,7 +223,7 @@ pub mod mem {
     /// `ptr` came from [`alloc_async`]; no work enqueued after this uses it.
     pub unsafe fn free_async(ptr: CUdeviceptr, stream: CUstream) -> Result<()> {
         // SAFETY: as the caller promises.
-        unsafe { drv_opt!(cuMemFreeAsync(ptr, stream)) }
+        census::released(&census::DEVICE, unsafe { drv_opt!(cuMemFreeAsync(ptr, stream)) })
     }
 
     /// Returns the default pool's unused memory above `keep` bytes to the device.
@@ -379,7 +381,7 @@ pub mod mem {
     pub fn host_alloc(bytes: usize, flags: u32) -> Result<*mut c_void> {
         let mut ptr: *mut c_void = std::ptr::null_mut();
         // SAFETY: writes one host pointer.
-        unsafe { drv!(cuMemHostAlloc(&mut ptr, bytes, flags)) }?;
+        census::made(&census::HOST, unsafe { drv!(cuMemHostAlloc(&mut ptr, bytes, flags)) })?;
         Ok(ptr)
     }
 
@@ -390,7 +392,7 @@ pub mod mem {
     /// afterwards.
     pub unsafe fn host_free(ptr: *mut c_void) -> Result<()> {
         // SAFETY: as the caller promises.
-        unsafe { drv!(cuMemFreeHost(ptr)) }
+        census::released(&census::HOST, unsafe { drv!(cuMemFreeHost(ptr)) })
     }
 
     /// `cuMemHostRegister`: page-locks caller-owned memory.
@@ -399,7 +401,8 @@ pub mod mem {
     /// `ptr..ptr + bytes` is mapped host memory that outlives the registration.
     pub unsafe fn host_register(ptr: *mut c_void, bytes: usize, flags: u32) -> Result<()> {
         // SAFETY: as the caller promises.
-        unsafe { drv!(cuMemHostRegister_v2(ptr, bytes, flags)) }
+        let made = unsafe { drv!(cuMemHostRegister_v2(ptr, bytes, flags)) };
+        census::made(&census::REGISTERED, made)
     }
 
     /// `cuMemHostUnregister`.
@@ -408,7 +411,7 @@ pub mod mem {
     /// `ptr` was registered with [`host_register`] and no copy still uses it.
     pub unsafe fn host_unregister(ptr: *mut c_void) -> Result<()> {
         // SAFETY: as the caller promises.
-        unsafe { drv!(cuMemHostUnregister(ptr)) }
+        census::released(&census::REGISTERED, unsafe { drv!(cuMemHostUnregister(ptr)) })
     }
 }
 
@@ -423,7 +426,7 @@ pub mod module {
     pub unsafe fn load_data(image: *const c_void) -> Result<CUmodule> {
         let mut m: CUmodule = std::ptr::null_mut();
         // SAFETY: as the caller promises.
-        unsafe { drv!(cuModuleLoadData(&mut m, image)) }?;
+        census::made(&census::MODULES, unsafe { drv!(cuModuleLoadData(&mut m, image)) })?;
         Ok(m)
     }
 
@@ -433,7 +436,7 @@ pub mod module {
     /// No function of the module is used afterwards.
     pub unsafe fn unload(m: CUmodule) -> Result<()> {
         // SAFETY: as the caller promises.
-        unsafe { drv!(cuModuleUnload(m)) }
+        census::released(&census::MODULES, unsafe { drv!(cuModuleUnload(m)) })
     }
 
     /// Looks up a function; `Ok(None)` when the module has none of that name.
@@ -526,7 +529,7 @@ pub mod stream {
     pub fn create(flags: u32) -> Result<CUstream> {
         let mut s: CUstream = std::ptr::null_mut();
         // SAFETY: writes one handle.
-        unsafe { drv!(cuStreamCreate(&mut s, flags)) }?;
+        census::made(&census::STREAMS, unsafe { drv!(cuStreamCreate(&mut s, flags)) })?;
         Ok(s)
     }
 
@@ -536,7 +539,7 @@ pub mod stream {
     /// `s` is live and not used afterwards.
     pub unsafe fn destroy(s: CUstream) -> Result<()> {
         // SAFETY: as the caller promises.
-        unsafe { drv!(cuStreamDestroy_v2(s)) }
+        census::released(&census::STREAMS, unsafe { drv!(cuStreamDestroy_v2(s)) })
     }
 
     /// Waits for all work on `s`.
@@ -580,7 +583,7 @@ pub mod event {
     pub fn create(flags: u32) -> Result<CUevent> {
         let mut e: CUevent = std::ptr::null_mut();
         // SAFETY: writes one handle.
-        unsafe { drv!(cuEventCreate(&mut e, flags)) }?;
+        census::made(&census::EVENTS, unsafe { drv!(cuEventCreate(&mut e, flags)) })?;
         Ok(e)
     }
 
@@ -590,7 +593,7 @@ pub mod event {
     /// `e` is live and not used afterwards.
     pub unsafe fn destroy(e: CUevent) -> Result<()> {
         // SAFETY: as the caller promises.
-        unsafe { drv!(cuEventDestroy_v2(e)) }
+        census::released(&census::EVENTS, unsafe { drv!(cuEventDestroy_v2(e)) })
     }
 
     /// Records `e` on `s`.

@@ -159,9 +159,9 @@ fn inject(s: &Setup, fault: Fault, on_failure: OnDeviceFailure, out: &mut Outcom
 
 #[test]
 fn every_driver_call_of_a_job_fails_in_turn_and_the_engine_survives() {
-    let Some(ctx) = gpu_context() else {
+    if gpu_context().is_none() {
         return;
-    };
+    }
     watchdog();
     let s = setup();
     // Calls of one job, counted on a warm engine.
@@ -179,7 +179,7 @@ fn every_driver_call_of_a_job_fails_in_turn_and_the_engine_survives() {
         .unwrap();
     let per_job = fault::calls() - before;
     drop(engine);
-    let free_before = ctx.mem_info().unwrap().free;
+    let live_before = zkpipe_cuda::census::live();
     println!("driver calls in one 2^14 job: {per_job}");
     assert!(per_job > 50, "{per_job} calls: the count is not counting");
 
@@ -247,13 +247,10 @@ fn every_driver_call_of_a_job_fails_in_turn_and_the_engine_survives() {
     inject(&s, hang, OnDeviceFailure::Fail, &mut targeted);
     println!("targeted: {targeted:?}");
 
-    // Device memory back to where it was once every engine is gone (the driver's own
-    // allocations vary by a few MiB).
-    let free_after = ctx.mem_info().unwrap().free;
-    assert!(
-        free_after + 64 * MIB >= free_before,
-        "device memory leaked: {} MiB free before the sweep, {} after",
-        free_before / MIB,
-        free_after / MIB
-    );
+    // Once every engine is gone, the process holds what it held before the sweep: device and
+    // pinned allocations, registrations (the key's stay), modules, streams, events. (Free
+    // device memory is no measure here: other tests' processes share the device.)
+    let live_after = zkpipe_cuda::census::live();
+    assert_eq!(live_after, live_before, "driver resources leaked by the sweep");
+    println!("live driver resources before and after the sweep: {live_after:?}");
 }
