@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 mod info;
 mod prove;
+mod soak;
 
 /// zkpipe: a GPU proving engine for Groth16 over BLS12-381.
 #[derive(Debug, Parser)]
@@ -30,6 +31,10 @@ enum Command {
     /// Prove a generated circuit of 2^k constraints N times through the engine (GPU when
     /// there is one, else the CPU; `--cpu` forces it), verifying where the key is real.
     Prove(prove::Args),
+    /// Run the engine under a service's load for a while (several submitting threads, keys of
+    /// several sizes in turn, dropped handles), checking proofs against the CPU and memory
+    /// for leaks; a failure, a wrong proof or a leak makes the exit status non-zero.
+    Soak(soak::Args),
 }
 
 fn main() -> ExitCode {
@@ -44,6 +49,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Info { json } => info::run(json),
         Command::Prove(a) => prove::run(&a).map_err(|e| e.to_string().into()),
+        Command::Soak(a) => soak::run(&a).map_err(|e| e.to_string().into()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -145,7 +145,8 @@ fn job(a: &Args) -> Result<Job, Error> {
 const GIB: f64 = (1u64 << 30) as f64;
 
 /// Resident set size of this process (Linux), in bytes.
-fn rss_bytes() -> Option<u64> {
+/// The process's resident memory (Linux), if it can be read.
+pub(crate) fn rss_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;

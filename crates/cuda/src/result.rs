@@ -192,7 +192,9 @@ pub mod mem {
     pub fn alloc(bytes: usize) -> Result<CUdeviceptr> {
         let mut ptr: CUdeviceptr = 0;
         // SAFETY: writes one device pointer.
-        census::made(&census::DEVICE, unsafe { drv!(cuMemAlloc_v2(&mut ptr, bytes)) })?;
+        census::made(&census::DEVICE, unsafe {
+            drv!(cuMemAlloc_v2(&mut ptr, bytes))
+        })?;
         Ok(ptr)
     }
 
@@ -223,7 +225,9 @@ pub mod mem {
     /// `ptr` came from [`alloc_async`]; no work enqueued after this uses it.
     pub unsafe fn free_async(ptr: CUdeviceptr, stream: CUstream) -> Result<()> {
         // SAFETY: as the caller promises.
-        census::released(&census::DEVICE, unsafe { drv_opt!(cuMemFreeAsync(ptr, stream)) })
+        census::released(&census::DEVICE, unsafe {
+            drv_opt!(cuMemFreeAsync(ptr, stream))
+        })
     }
 
     /// Returns the default pool's unused memory above `keep` bytes to the device.
@@ -381,7 +385,9 @@ pub mod mem {
     pub fn host_alloc(bytes: usize, flags: u32) -> Result<*mut c_void> {
         let mut ptr: *mut c_void = std::ptr::null_mut();
         // SAFETY: writes one host pointer.
-        census::made(&census::HOST, unsafe { drv!(cuMemHostAlloc(&mut ptr, bytes, flags)) })?;
+        census::made(&census::HOST, unsafe {
+            drv!(cuMemHostAlloc(&mut ptr, bytes, flags))
+        })?;
         Ok(ptr)
     }
 
@@ -411,7 +417,9 @@ pub mod mem {
     /// `ptr` was registered with [`host_register`] and no copy still uses it.
     pub unsafe fn host_unregister(ptr: *mut c_void) -> Result<()> {
         // SAFETY: as the caller promises.
-        census::released(&census::REGISTERED, unsafe { drv!(cuMemHostUnregister(ptr)) })
+        census::released(&census::REGISTERED, unsafe {
+            drv!(cuMemHostUnregister(ptr))
+        })
     }
 }
 
@@ -426,7 +434,9 @@ pub mod module {
     pub unsafe fn load_data(image: *const c_void) -> Result<CUmodule> {
         let mut m: CUmodule = std::ptr::null_mut();
         // SAFETY: as the caller promises.
-        census::made(&census::MODULES, unsafe { drv!(cuModuleLoadData(&mut m, image)) })?;
+        census::made(&census::MODULES, unsafe {
+            drv!(cuModuleLoadData(&mut m, image))
+        })?;
         Ok(m)
     }
 
@@ -529,7 +539,9 @@ pub mod stream {
     pub fn create(flags: u32) -> Result<CUstream> {
         let mut s: CUstream = std::ptr::null_mut();
         // SAFETY: writes one handle.
-        census::made(&census::STREAMS, unsafe { drv!(cuStreamCreate(&mut s, flags)) })?;
+        census::made(&census::STREAMS, unsafe {
+            drv!(cuStreamCreate(&mut s, flags))
+        })?;
         Ok(s)
     }
 
@@ -583,7 +595,9 @@ pub mod event {
     pub fn create(flags: u32) -> Result<CUevent> {
         let mut e: CUevent = std::ptr::null_mut();
         // SAFETY: writes one handle.
-        census::made(&census::EVENTS, unsafe { drv!(cuEventCreate(&mut e, flags)) })?;
+        census::made(&census::EVENTS, unsafe {
+            drv!(cuEventCreate(&mut e, flags))
+        })?;
         Ok(e)
     }
 

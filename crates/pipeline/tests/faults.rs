@@ -251,6 +251,9 @@ fn every_driver_call_of_a_job_fails_in_turn_and_the_engine_survives() {
     // pinned allocations, registrations (the key's stay), modules, streams, events. (Free
     // device memory is no measure here: other tests' processes share the device.)
     let live_after = zkpipe_cuda::census::live();
-    assert_eq!(live_after, live_before, "driver resources leaked by the sweep");
+    assert_eq!(
+        live_after, live_before,
+        "driver resources leaked by the sweep"
+    );
     println!("live driver resources before and after the sweep: {live_after:?}");
 }
