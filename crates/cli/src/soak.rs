@@ -3,8 +3,10 @@
 //! are cancelled), and every proof of a key small enough is compared with the CPU's proof for
 //! the same r and s. Every few jobs a line: proofs a second, latency percentiles, failures by
 //! kind, VRAM budget and pinned memory in use, live driver allocations, RSS. Leaks are checked
-//! after 1, 10 and 1000 jobs and after the engine is dropped; any failure, wrong proof or leak
-//! makes the exit status non-zero.
+//! after 1, 10 and 1000 jobs and after the engine is dropped: after warm-up (1000 jobs) the
+//! budget in use and the live device allocations must not grow, RSS not by more than a tenth,
+//! and the engine must leave nothing behind. Any failure, wrong proof or leak makes the exit
+//! status non-zero.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -306,16 +308,20 @@ pub fn run(a: &Args) -> Result<(), Error> {
         end.live,
         end.rss as f64 / (1u64 << 30) as f64
     );
-    if let Some(first) = checkpoints.iter().find(|c| c.jobs >= 10) {
+    // Warm-up ends after 1000 jobs (10 in a run too short for that): by then every worker has
+    // met every key, and the memory each keeps per shape is made.
+    let warm = checkpoints
+        .iter()
+        .rev()
+        .find(|c| c.jobs == 1000 || c.jobs == 10);
+    if let Some(first) = warm {
         if end.budget > first.budget {
             problems.push(format!(
                 "VRAM budget in use grew from {} to {} B",
                 first.budget, end.budget
             ));
         }
-        if end.live.device_allocations > first.live.device_allocations
-            || end.live.host_allocations > first.live.host_allocations
-        {
+        if end.live.device_allocations > first.live.device_allocations {
             problems.push(format!(
                 "driver allocations grew: {:?} then {:?}",
                 first.live, end.live

@@ -329,13 +329,17 @@ impl<T> Drop for DeviceBuffer<T> {
         if self.ptr == 0 {
             return;
         }
-        let r = self.ctx.bind().and_then(|_| match &self.origin {
+        // The free is attempted even when the bind fails (the buffer is never used again, so
+        // not freeing it would leak it).
+        let bound = self.ctx.bind();
+        let freed = match &self.origin {
             // SAFETY: allocated by cuMemAlloc and not used after this.
             Origin::Plain => unsafe { mem::free(self.ptr) },
             // SAFETY: allocated from the pool on this stream; freeing on it orders the free
             // after all work this buffer was used in on that stream.
             Origin::Pool(s) => unsafe { mem::free_async(self.ptr, s.raw()) },
-        });
+        };
+        let r = bound.and(freed);
         if let Err(e) = r {
             self.ctx.record_err(e);
         }

@@ -147,10 +147,14 @@ impl Module {
 
 impl Drop for Module {
     fn drop(&mut self) {
-        let r = self.ctx.bind().and_then(|_| {
+        // The release is attempted even when the bind fails (the handle is never used
+        // again, so not releasing it would leak it).
+        let bound = self.ctx.bind();
+        let released = {
             // SAFETY: functions hold an `Arc<Module>`, so none is alive now.
             unsafe { module::unload(self.raw) }
-        });
+        };
+        let r = bound.and(released);
         if let Err(e) = r {
             self.ctx.record_err(e);
         }

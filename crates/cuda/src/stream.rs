@@ -73,10 +73,14 @@ impl Stream {
 
 impl Drop for Stream {
     fn drop(&mut self) {
-        let r = self.ctx.bind().and_then(|_| {
+        // The release is attempted even when the bind fails (the handle is never used
+        // again, so not releasing it would leak it).
+        let bound = self.ctx.bind();
+        let released = {
             // SAFETY: the handle is not used after this; pending work still completes.
             unsafe { stream::destroy(self.raw) }
-        });
+        };
+        let r = bound.and(released);
         if let Err(e) = r {
             self.ctx.record_err(e);
         }
@@ -156,10 +160,14 @@ impl Event {
 
 impl Drop for Event {
     fn drop(&mut self) {
-        let r = self.ctx.bind().and_then(|_| {
+        // The release is attempted even when the bind fails (the handle is never used
+        // again, so not releasing it would leak it).
+        let bound = self.ctx.bind();
+        let released = {
             // SAFETY: not used after this.
             unsafe { event::destroy(self.raw) }
-        });
+        };
+        let r = bound.and(released);
         if let Err(e) = r {
             self.ctx.record_err(e);
         }

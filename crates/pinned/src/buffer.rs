@@ -47,10 +47,14 @@ impl RawPinned {
 
 impl Drop for RawPinned {
     fn drop(&mut self) {
-        let r = self.ctx.bind().and_then(|_| {
+        // The release is attempted even when the bind fails (the handle is never used
+        // again, so not releasing it would leak it).
+        let bound = self.ctx.bind();
+        let released = {
             // SAFETY: allocated by cuMemHostAlloc; owners wait for copies before dropping.
             unsafe { mem::host_free(self.ptr.as_ptr().cast()) }
-        });
+        };
+        let r = bound.and(released);
         if let Err(e) = r {
             self.ctx.record_err(e);
         }

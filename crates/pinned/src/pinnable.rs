@@ -90,11 +90,15 @@ impl<T> Drop for PinnableVec<T> {
     fn drop(&mut self) {
         let slot = self.pinned.get_mut().unwrap_or_else(|p| p.into_inner());
         if let Some(ctx) = slot.take() {
-            let r = ctx.bind().and_then(|_| {
+            // The release is attempted even when the bind fails (the handle is never used
+            // again, so not releasing it would leak it).
+            let bound = ctx.bind();
+            let released = {
                 // SAFETY: registered in `pin`; copies from it are synchronous or waited by
                 // their owners, who borrow `self`, so none is in flight now.
                 unsafe { mem::host_unregister(self.vec.as_ptr().cast_mut().cast()) }
-            });
+            };
+            let r = bound.and(released);
             if let Err(e) = r {
                 ctx.record_err(e);
             }

@@ -78,10 +78,14 @@ impl<T> DerefMut for RegisteredVec<T> {
 impl<T> Drop for RegisteredVec<T> {
     fn drop(&mut self) {
         if self.registered {
-            let r = self.ctx.bind().and_then(|_| {
+            // The release is attempted even when the bind fails (the handle is never used
+            // again, so not releasing it would leak it).
+            let bound = self.ctx.bind();
+            let released = {
                 // SAFETY: as in `unregister`.
                 unsafe { mem::host_unregister(self.vec.as_ptr().cast_mut().cast()) }
-            });
+            };
+            let r = bound.and(released);
             if let Err(e) = r {
                 self.ctx.record_err(e);
             }
