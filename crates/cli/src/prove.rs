@@ -79,10 +79,13 @@ impl Witnesses {
         match self {
             Witnesses::Copies(w) => Ok(w.clone()),
             Witnesses::Generated(g) if lend => {
+                // The aux values first, while no lent memory is held: a producer waiting for
+                // a set has its aux ready when one comes back.
+                let aux = g.aux();
                 let abc = engine
                     .lend_evaluations(key, LEND_WAIT)
                     .map_err(|e| e.to_string())?;
-                g.witness_into(abc).map_err(|e| e.to_string())
+                g.witness_into_with(abc, aux).map_err(|e| e.to_string())
             }
             Witnesses::Generated(g) => Ok(g.witness()),
         }

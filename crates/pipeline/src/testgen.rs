@@ -153,16 +153,38 @@ impl WitnessSource {
     pub fn witness(&self) -> Witness {
         let [a, b, c] = &self.evaluations;
         let m = self.constraints();
-        self.witness_with([
+        let abc = [
             cycle(a, 0, m).into(),
             cycle(b, 0, m).into(),
             cycle(c, 0, m).into(),
-        ])
+        ];
+        self.witness_with(abc, self.aux())
     }
 
     /// A new witness whose a, b, c are written into `abc` (say, pinned memory lent by the
     /// engine, [`crate::Engine::lend_evaluations`]); an error when they cannot hold them.
-    pub fn witness_into(&self, mut abc: [Evaluations; 3]) -> Result<Witness, ProveError> {
+    pub fn witness_into(&self, abc: [Evaluations; 3]) -> Result<Witness, ProveError> {
+        self.witness_into_with(abc, self.aux())
+    }
+
+    /// A new witness's aux values (made apart, say before waiting for lent memory).
+    pub fn aux(&self) -> Vec<Scalar> {
+        cycle(&self.aux, 0, self.shape.aux)
+    }
+
+    /// As [`WitnessSource::witness_into`], with aux values from [`WitnessSource::aux`].
+    pub fn witness_into_with(
+        &self,
+        mut abc: [Evaluations; 3],
+        aux: Vec<Scalar>,
+    ) -> Result<Witness, ProveError> {
+        if aux.len() != self.shape.aux {
+            return Err(ProveError::Shape {
+                what: "aux values of a generated witness",
+                expected: self.shape.aux,
+                got: aux.len(),
+            });
+        }
         let m = self.constraints();
         for (e, pool) in abc.iter_mut().zip(&self.evaluations) {
             while e.len() < m {
@@ -170,7 +192,7 @@ impl WitnessSource {
                 e.extend_from_slice(&pool[..take])?;
             }
         }
-        Ok(self.witness_with(abc))
+        Ok(self.witness_with(abc, aux))
     }
 
     /// Constraints of the shape: 15/16 of the domain.
@@ -179,13 +201,13 @@ impl WitnessSource {
         (n - n / 16).max(n / 2 + 1).min(n)
     }
 
-    fn witness_with(&self, [a, b, c]: [Evaluations; 3]) -> Witness {
+    fn witness_with(&self, [a, b, c]: [Evaluations; 3], aux: Vec<Scalar>) -> Witness {
         Witness {
             a,
             b,
             c,
             input: self.input.clone(),
-            aux: cycle(&self.aux, 0, self.shape.aux),
+            aux,
             a_aux_density: self.a_density.clone(),
             b_input_density: Density::all(self.shape.inputs),
             b_aux_density: self.b_density.clone(),
