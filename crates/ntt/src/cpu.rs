@@ -127,13 +127,13 @@ impl Ntt for CpuNtt {
         Ok(())
     }
 
-    fn h_polynomial(
+    fn h_quotient(
         &self,
         a: Vec<Scalar>,
         b: Vec<Scalar>,
         c: Vec<Scalar>,
     ) -> Result<Vec<Scalar>, NttError> {
-        crate::h::h_polynomial_cpu(self, a, b, c)
+        crate::h::h_quotient_cpu(self, a, b, c)
     }
 
     fn name(&self) -> String {

@@ -352,7 +352,7 @@ impl Ntt for CudaNtt {
         Ok(())
     }
 
-    fn h_polynomial(
+    fn h_quotient(
         &self,
         a: Vec<Scalar>,
         b: Vec<Scalar>,
@@ -363,9 +363,7 @@ impl Ntt for CudaNtt {
         let up = |v: &[Scalar]| DeviceBuffer::from_host(&self.ctx, cast::scalars_as_fr(v));
         let h = self.h_step_device(up(&a)?, up(&b)?, up(&c)?)?;
         self.stream.synchronize()?;
-        let mut out: Vec<Scalar> = h.to_vec()?.into_iter().map(Into::into).collect();
-        out.truncate(n - 1);
-        Ok(out)
+        Ok(h.to_vec()?.into_iter().map(Into::into).collect())
     }
 
     fn name(&self) -> String {

@@ -17,6 +17,19 @@ use crate::{check_batch, Direction, Ntt, NttConfig};
 /// inputs, divisible or not (the tests check this against the seven-transform way).
 pub fn h_polynomial_cpu(
     ntt: &dyn Ntt,
+    a: Vec<Scalar>,
+    b: Vec<Scalar>,
+    c: Vec<Scalar>,
+) -> Result<Vec<Scalar>, crate::NttError> {
+    let mut h = h_quotient_cpu(ntt, a, b, c)?;
+    h.truncate(h.len().saturating_sub(1));
+    Ok(h)
+}
+
+/// As [`h_polynomial_cpu`], with the n-th coefficient kept (zero when a·b - c vanishes on
+/// the domain).
+pub fn h_quotient_cpu(
+    ntt: &dyn Ntt,
     mut a: Vec<Scalar>,
     mut b: Vec<Scalar>,
     mut c: Vec<Scalar>,
@@ -42,6 +55,5 @@ pub fn h_polynomial_cpu(
     a.par_iter_mut()
         .zip(c.par_iter())
         .for_each(|(a, c)| *a -= *c * z_inv);
-    a.truncate(n - 1);
     Ok(a)
 }

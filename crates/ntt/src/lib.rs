@@ -204,6 +204,20 @@ pub trait Ntt: Send + Sync {
         a: Vec<Scalar>,
         b: Vec<Scalar>,
         c: Vec<Scalar>,
+    ) -> Result<Vec<Scalar>, NttError> {
+        let mut h = self.h_quotient(a, b, c)?;
+        h.truncate(h.len().saturating_sub(1));
+        Ok(h)
+    }
+
+    /// As [`Ntt::h_polynomial`], with the n-th coefficient kept: the n coefficients
+    /// interpolated from the coset. When a·b - c vanishes on the domain (the witness satisfies
+    /// the circuit), the quotient has degree at most n - 2 and the last is zero.
+    fn h_quotient(
+        &self,
+        a: Vec<Scalar>,
+        b: Vec<Scalar>,
+        c: Vec<Scalar>,
     ) -> Result<Vec<Scalar>, NttError>;
 
     /// A name for logs ("cpu", "cuda:0").

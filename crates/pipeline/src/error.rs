@@ -87,6 +87,9 @@ pub enum ProveError {
     /// The engine stopped before the job finished (a worker died).
     #[error("job {job} was lost: {reason}")]
     Lost { job: u64, reason: String },
+    /// The witness does not satisfy the circuit: a·b - c does not vanish on the domain.
+    #[error("the witness does not satisfy the circuit: a·b - c is not divisible by the domain's vanishing polynomial (the H step's top coefficient is not zero); no proof was made")]
+    Unsatisfied,
     /// The job was cancelled before it ran ([`crate::JobHandle::cancel`], a dropped handle,
     /// or [`crate::Engine::shutdown_now`]).
     #[error("job {job} was cancelled before it ran")]

@@ -18,7 +18,7 @@ use zkpipe_msm::{
 };
 use zkpipe_ntt::{CudaNtt, HStepBuffers};
 use zkpipe_pinned::{PinnableVec, PinnedPool, PooledBuffer};
-use zkpipe_stream::{upload, GpuLock, Pinned, VramBudget, VramGrant};
+use zkpipe_stream::{download, upload, GpuLock, InFlight, Pinned, VramBudget, VramGrant};
 
 mod msms;
 mod reclaim;
@@ -351,6 +351,7 @@ impl GpuWorker {
         let staged_split = (split, queries);
         let mut lane = None;
         let h = h_step.as_ref().map(HStepBuffers::h).or(h_alone.as_ref());
+        let top = h.map(|h| self.read_top(h)).transpose()?;
         let sums = self.msms(
             key,
             resident.as_deref(),
@@ -387,6 +388,10 @@ impl GpuWorker {
             device_ms.extend(l.stages().map_err(|e| self.err(e))?);
         }
         let device_span_ms = clock.span_ms(&lanes).map_err(|e| self.err(e))?;
+        if let Some(top) = top {
+            let top = top.wait().map_err(|e| self.err(e))?;
+            crate::prover::check_satisfied(top.first().map(|&t| Scalar::from(t)))?;
+        }
         let (parts, b2) = sums.combine().map_err(|e| self.err(e))?;
         let report = JobReport {
             job,
@@ -711,6 +716,18 @@ impl GpuWorker {
             queries,
             bytes,
         })
+    }
+
+    /// Enqueues the read-back of h's last coefficient (h holds n, the last zero for a witness
+    /// that satisfies the circuit) on the H step's stream, into pinned memory: checked once the
+    /// MSMs are waited for, so that the check costs the GPU no wait.
+    fn read_top(&self, h: &DeviceBuffer<Fr>) -> Result<InFlight<PooledBuffer<Fr>>, ProveError> {
+        let host = self
+            .dev
+            .pinned
+            .acquire::<Fr>(1, POOL_WAIT)
+            .map_err(|e| self.err(e))?;
+        download(self.ntt.stream(), h, h.len().saturating_sub(1), host).map_err(|e| self.err(e))
     }
 
     /// One of a, b, c into `dst`, padded with zeros to its length n: lent pinned memory goes

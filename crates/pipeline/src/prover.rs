@@ -140,7 +140,8 @@ pub fn padded(mut w: Vec<Scalar>, n: usize) -> Vec<Scalar> {
     out
 }
 
-/// The n - 1 coefficients of h from a, b, c (any length up to n; padded here).
+/// The n - 1 coefficients of h from a, b, c (any length up to n; padded here); an error when
+/// the witness does not satisfy the circuit (the quotient's n-th coefficient is not zero).
 pub fn h_coefficients(
     ntt: &dyn Ntt,
     n: usize,
@@ -152,9 +153,21 @@ pub fn h_coefficients(
         // A one-point domain: h has no coefficients.
         return Ok(Vec::new());
     }
-    let mut h = ntt.h_polynomial(padded(a, n), padded(b, n), padded(c, n))?;
+    let mut h = ntt.h_quotient(padded(a, n), padded(b, n), padded(c, n))?;
+    check_satisfied(h.get(n - 1).copied())?;
     h.truncate(n - 1);
     Ok(h)
+}
+
+/// a·b - c vanishes on the domain exactly when (a·b - c) / Z is a polynomial, of degree at most
+/// n - 2: the quotient interpolated from the coset then has a zero n-th coefficient. A witness
+/// whose top coefficient is anything else does not satisfy the circuit, and its proof would
+/// not verify.
+pub(crate) fn check_satisfied(top: Option<Scalar>) -> Result<(), ProveError> {
+    match top {
+        Some(t) if t != Scalar::ZERO => Err(ProveError::Unsatisfied),
+        _ => Ok(()),
+    }
 }
 
 /// The G1 MSMs: H, L, A and B1.

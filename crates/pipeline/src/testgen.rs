@@ -128,20 +128,21 @@ pub struct WitnessSource {
 }
 
 impl WitnessSource {
-    /// Pools of random evaluations and of aux values (0 or 1 but one in 16 random).
+    /// Pools of random evaluations a and b, c = a·b, and aux values (0 or 1 but one in 16
+    /// random).
     pub fn new(shape: &Shape, seed: u64) -> Self {
         let n = 1usize << shape.log_n;
         let m = (n - n / 16).max(n / 2 + 1).min(n);
         let pool = m.min(POOL);
         let mut input = vec![Scalar::ONE];
         input.extend(scalars(shape.inputs.saturating_sub(1), seed ^ 9));
+        let (a, b) = (scalars(pool, seed ^ 1), scalars(pool, seed ^ 2));
+        // c = a·b constraint by constraint, as for a satisfied circuit: the H step's check
+        // (a·b - c vanishes on the domain) passes, though the key is random.
+        let c = a.par_iter().zip(&b).map(|(a, b)| a * b).collect();
         Self {
             shape: *shape,
-            evaluations: [
-                scalars(pool, seed ^ 1),
-                scalars(pool, seed ^ 2),
-                scalars(pool, seed ^ 3),
-            ],
+            evaluations: [a, b, c],
             aux: zkpipe_msm::testgen::mixed(shape.aux.min(POOL), seed ^ 5),
             input,
             a_density: shape.a_density(),

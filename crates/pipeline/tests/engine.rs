@@ -227,6 +227,43 @@ fn queued_jobs_are_cancelled_by_cancel_or_a_dropped_handle_and_a_full_queue_give
     assert_eq!((st.done, st.cancelled, st.failed), (1, 2, 0), "{st:?}");
 }
 
+/// A witness that breaks one constraint: c[i] is no longer a[i]·b[i].
+fn unsatisfied(w: &zkpipe_pipeline::Witness, i: usize) -> zkpipe_pipeline::Witness {
+    let mut c = w.c.to_vec();
+    c[i] += Scalar::ONE;
+    zkpipe_pipeline::Witness {
+        c: c.into(),
+        ..w.clone()
+    }
+}
+
+#[test]
+fn a_witness_that_does_not_satisfy_the_circuit_is_an_error_not_a_proof() {
+    let s = shape();
+    let key = std::sync::Arc::new(ProvingKey::new(random_key_parts(&s, 5)).unwrap());
+    let good = random_witness(&s, 6);
+    let engine = Engine::start(Config {
+        backend: Backend::Cpu,
+        ..Config::default()
+    })
+    .unwrap();
+    engine
+        .submit(&key, good.clone(), Randomness::Random)
+        .unwrap()
+        .wait()
+        .expect("generated witnesses satisfy the H step's check (c = a·b)");
+    for i in [0, 1, 17, good.c.len() - 1] {
+        let e = engine
+            .submit(&key, unsatisfied(&good, i), Randomness::Random)
+            .unwrap()
+            .wait()
+            .unwrap_err();
+        assert!(matches!(e, ProveError::Unsatisfied), "constraint {i}: {e}");
+    }
+    let st = engine.shutdown();
+    assert_eq!((st.done, st.failed), (1, 4));
+}
+
 #[test]
 fn shutdown_now_cancels_the_queued_jobs_and_finishes_the_running_one() {
     let s = shape();

@@ -364,3 +364,42 @@ fn keys_of_two_domain_sizes_alternate_on_two_workers_without_a_wait_for_ever() {
     assert!(plans.iter().any(|p| p.contains("kept")), "{plans:?}");
     assert!(plans.iter().any(|p| p.contains("per job")), "{plans:?}");
 }
+
+#[test]
+fn a_witness_that_does_not_satisfy_the_circuit_is_an_error_on_the_gpu() {
+    if gpu_context().is_none() {
+        return;
+    }
+    let sh = shape(14);
+    let key = Arc::new(random_key(&sh, 51).unwrap());
+    let good = random_witness(&sh, 52);
+    let engine = Engine::start(Config {
+        backend: Backend::Gpu,
+        g2: G2Placement::Gpu,
+        ..Config::default()
+    })
+    .unwrap();
+    let fixed = Randomness::Fixed {
+        r: Scalar::from(53u64),
+        s: Scalar::from(59u64),
+    };
+    engine
+        .submit(&key, good.clone(), fixed)
+        .unwrap()
+        .wait()
+        .expect("generated witnesses satisfy the H step's check (c = a·b)");
+    for i in [0, 5, good.c.len() - 1] {
+        let mut c = good.c.to_vec();
+        c[i] += Scalar::from(1u64);
+        let bad = zkpipe_pipeline::Witness {
+            c: c.into(),
+            ..good.clone()
+        };
+        match engine.submit(&key, bad, fixed).unwrap().wait() {
+            Err(ProveError::Unsatisfied) => {}
+            other => panic!("constraint {i}: expected Unsatisfied, got {other:?}"),
+        }
+    }
+    // The engine goes on.
+    engine.submit(&key, good, fixed).unwrap().wait().unwrap();
+}
