@@ -21,7 +21,7 @@ use ff::Field;
 use zkpipe_msm::{CpuMsm, Msm};
 use zkpipe_ntt::CpuNtt;
 
-use crate::gpu::{DeviceSetup, DeviceShared, GpuWorker};
+use crate::gpu::{DeviceSetup, DeviceShared, GpuWorker, JobRef};
 use crate::prover::{self, Assignment, G1Parts};
 use crate::stats::{Counters, JobReport};
 use crate::{
@@ -179,6 +179,8 @@ type Reply = Sender<Result<(Proof, JobReport), ProveError>>;
 
 struct Job {
     id: u64,
+    /// The job must start by then, and its waits for memory end by then.
+    deadline: Option<Instant>,
     /// Set when the caller no longer wants the proof: the job is dropped unrun.
     cancelled: Arc<AtomicBool>,
     key: Arc<ProvingKey>,
@@ -199,6 +201,13 @@ struct G1Done {
     r: Scalar,
     s: Scalar,
     reply: Reply,
+}
+
+/// How long a submit may wait for room in the queue, and the job's deadline.
+#[derive(Debug, Clone, Copy, Default)]
+struct Limits {
+    queue_wait: Option<Duration>,
+    deadline: Option<Instant>,
 }
 
 /// A submitted job: wait for its proof. Dropping the handle cancels the job if it has not
@@ -531,8 +540,26 @@ impl Engine {
         witness: Witness,
         randomness: Randomness,
     ) -> Result<JobHandle, ProveError> {
-        self.submit_within(key, witness, randomness, None)
+        self.submit_within(key, witness, randomness, Limits::default())
             .map_err(|r| r.error)
+    }
+
+    /// As [`Engine::submit`], for a job that must be done by `deadline`: the wait for room in
+    /// the queue ends then (the witness comes back), a job still queued then is dropped unrun,
+    /// and its waits for device and pinned memory end then, with
+    /// [`ProveError::DeadlineExceeded`]. Work already on the GPU finishes.
+    pub fn submit_before(
+        &self,
+        key: &Arc<ProvingKey>,
+        witness: Witness,
+        randomness: Randomness,
+        deadline: Instant,
+    ) -> Result<JobHandle, Refused> {
+        let limits = Limits {
+            queue_wait: Some(deadline.saturating_duration_since(Instant::now())),
+            deadline: Some(deadline),
+        };
+        self.submit_within(key, witness, randomness, limits)
     }
 
     /// As [`Engine::submit`], waiting at most `timeout` for room in the queue. A job not
@@ -544,7 +571,11 @@ impl Engine {
         randomness: Randomness,
         timeout: Duration,
     ) -> Result<JobHandle, Refused> {
-        self.submit_within(key, witness, randomness, Some(timeout))
+        let limits = Limits {
+            queue_wait: Some(timeout),
+            deadline: None,
+        };
+        self.submit_within(key, witness, randomness, limits)
     }
 
     fn submit_within(
@@ -552,7 +583,7 @@ impl Engine {
         key: &Arc<ProvingKey>,
         witness: Witness,
         randomness: Randomness,
-        timeout: Option<Duration>,
+        limits: Limits,
     ) -> Result<JobHandle, Refused> {
         let refuse = |error, witness| Refused {
             error,
@@ -578,6 +609,7 @@ impl Engine {
         let cancelled = Arc::new(AtomicBool::new(false));
         let job = Job {
             id,
+            deadline: limits.deadline,
             cancelled: Arc::clone(&cancelled),
             key: Arc::clone(key),
             witness,
@@ -586,7 +618,7 @@ impl Engine {
             reply,
         };
         let t = Instant::now();
-        let sent = match timeout {
+        let sent = match limits.queue_wait {
             None => tx.send(job).map_err(|e| (ProveError::ShutDown, e.0)),
             Some(d) => tx.send_timeout(job, d).map_err(|e| match e {
                 SendTimeoutError::Timeout(job) => {
@@ -715,8 +747,15 @@ fn worker(w: Worker, jobs: Receiver<Job>, out: Sender<G1Done>, stats: Arc<Counte
             let _ = job.reply.send(Err(ProveError::Cancelled { job: job.id }));
             continue;
         }
+        if job.deadline.is_some_and(|d| Instant::now() >= d) {
+            stats.failed.fetch_add(1, Ordering::Relaxed);
+            let what = "before it started";
+            let _ = job.reply.send(Err(ProveError::DeadlineExceeded { what }));
+            continue;
+        }
         let Job {
             id,
+            deadline,
             cancelled: _,
             key,
             mut witness,
@@ -740,7 +779,12 @@ fn worker(w: Worker, jobs: Receiver<Job>, out: Sender<G1Done>, stats: Arc<Counte
                 WorkerKind::Cpu => cpu_g1(id, &key, abc, z, &stats),
                 WorkerKind::Gpu(w) => match (w.dev.quarantined(), on_failure) {
                     (None, _) => {
-                        let run = w.g1_stage(id, &key, abc, &z, &stats);
+                        let job = JobRef {
+                            id,
+                            key: &key,
+                            deadline,
+                        };
+                        let run = w.g1_stage(&job, abc, &z, &stats);
                         if run.is_err() {
                             w.dev.quarantine_if_unusable();
                         }

@@ -90,6 +90,9 @@ pub enum ProveError {
     /// The witness does not satisfy the circuit: a·b - c does not vanish on the domain.
     #[error("the witness does not satisfy the circuit: a·b - c is not divisible by the domain's vanishing polynomial (the H step's top coefficient is not zero); no proof was made")]
     Unsatisfied,
+    /// The job's deadline ([`crate::Engine::submit_before`]) passed.
+    #[error("the job's deadline passed {what}")]
+    DeadlineExceeded { what: &'static str },
     /// The job was cancelled before it ran ([`crate::JobHandle::cancel`], a dropped handle,
     /// or [`crate::Engine::shutdown_now`]).
     #[error("job {job} was cancelled before it ran")]

@@ -134,13 +134,21 @@ impl DeviceShared {
     }
 
     /// A grant of `bytes`: at once, or after freeing idle job memory (shapes other than
-    /// `shape` first), or after running jobs let theirs go; an error when nothing that could
-    /// free them runs.
-    fn acquire(&self, bytes: usize, shape: Option<MemoryShape>) -> Result<VramGrant, ProveError> {
+    /// `shape` first), or after running jobs let theirs go, by `deadline` if there is one; an
+    /// error when nothing that could free them runs.
+    fn acquire(
+        &self,
+        bytes: usize,
+        shape: Option<MemoryShape>,
+        deadline: Option<Instant>,
+    ) -> Result<VramGrant, ProveError> {
         let keep = |k: &Kept| Some(k.shape) == shape;
         self.memory
-            .acquire(&self.budget, bytes, keep)
+            .acquire(&self.budget, bytes, keep, deadline)
             .map_err(|e| match e {
+                ReclaimError::Deadline { .. } => ProveError::DeadlineExceeded {
+                    what: "waiting for device memory",
+                },
                 ReclaimError::Budget(b) => ProveError::Budget(b),
                 ReclaimError::Held { needed, available } => ProveError::DeviceMemoryHeld {
                     device: self.ctx.ordinal(),
@@ -201,6 +209,15 @@ struct Kept {
     shape: MemoryShape,
     mem: JobMemory,
     _grant: VramGrant,
+}
+
+/// The job a worker runs: its number, key and deadline.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct JobRef<'a> {
+    pub id: u64,
+    pub key: &'a ProvingKey,
+    /// Waits for memory end by it.
+    pub deadline: Option<Instant>,
 }
 
 /// Where a job's device memory comes from.
@@ -265,6 +282,8 @@ pub(crate) struct GpuWorker {
     /// Budget grants for the NTT's cached tables, one per domain size this worker has seen:
     /// they stay allocated after the job, so they stay granted.
     tables: Mutex<HashMap<u32, VramGrant>>,
+    /// The deadline of the job being run: waits for memory end by it.
+    deadline: Mutex<Option<Instant>>,
 }
 
 impl GpuWorker {
@@ -277,12 +296,37 @@ impl GpuWorker {
             msm: CudaMsm::new(&dev.ctx).map_err(|e| ProveError::device(d, e))?,
             side: CudaMsm::new(&dev.ctx).map_err(|e| ProveError::device(d, e))?,
             tables: Mutex::new(HashMap::new()),
+            deadline: Mutex::new(None),
             dev,
         })
     }
 
     fn ordinal(&self) -> usize {
         self.dev.ctx.ordinal()
+    }
+
+    /// The deadline of the job this worker runs, if it has one.
+    fn deadline(&self) -> Option<Instant> {
+        *self.deadline.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// How long a wait for pinned staging memory may last: [`POOL_WAIT`], or less when the
+    /// job's deadline comes sooner.
+    fn pool_wait(&self) -> Duration {
+        match self.deadline() {
+            Some(d) => POOL_WAIT.min(d.saturating_duration_since(Instant::now())),
+            None => POOL_WAIT,
+        }
+    }
+
+    /// A pinned-pool error: the deadline's when it has passed, else the device's.
+    fn pool_err(&self, e: zkpipe_pinned::Error) -> ProveError {
+        match self.deadline() {
+            Some(d) if Instant::now() >= d => ProveError::DeadlineExceeded {
+                what: "waiting for pinned memory",
+            },
+            _ => self.err(e),
+        }
     }
 
     fn err(&self, e: impl std::fmt::Display) -> ProveError {
@@ -293,12 +337,17 @@ impl GpuWorker {
     /// step and the MSMs. Returns the sums and the job's report.
     pub fn g1_stage(
         &self,
-        job: u64,
-        key: &ProvingKey,
+        job: &JobRef<'_>,
         abc: [Evaluations; 3],
         z: &Assignment,
         stats: &Counters,
     ) -> Result<(G1Parts, Option<G2Projective>, JobReport), ProveError> {
+        let JobRef {
+            id: job,
+            key,
+            deadline,
+        } = *job;
+        *self.deadline.lock().unwrap_or_else(|p| p.into_inner()) = deadline;
         let t = Instant::now();
         let witness = SplitWitness::of(z)?;
         let Admitted {
@@ -466,7 +515,9 @@ impl GpuWorker {
             (0, _) | (_, Some(_)) => 0,
             (kept, None) => kept,
         };
-        let mut grant = self.dev.acquire(plan.bytes + new_kept, Some(shape))?;
+        let mut grant = self
+            .dev
+            .acquire(plan.bytes + new_kept, Some(shape), self.deadline())?;
         let memory = match (plan.kept, reused) {
             (0, _) => JobMemorySource::PerJob(shape),
             (_, Some(k)) => JobMemorySource::Reused(Box::new(k)),
@@ -514,7 +565,7 @@ impl GpuWorker {
             return Ok(());
         }
         let bytes = self.ntt.table_bytes(log_n);
-        tables.insert(log_n, self.dev.acquire(bytes, None)?);
+        tables.insert(log_n, self.dev.acquire(bytes, None, self.deadline())?);
         Ok(())
     }
 
@@ -556,7 +607,7 @@ impl GpuWorker {
             );
             return Ok(None);
         }
-        let grant = self.dev.acquire(bytes, None)?;
+        let grant = self.dev.acquire(bytes, None, self.deadline())?;
         let t = Instant::now();
         let up = |b: &Bases<G1Affine>| self.msm.upload_bases::<G1>(b).map_err(|e| self.err(e));
         let k = Arc::new(ResidentKey {
@@ -725,8 +776,8 @@ impl GpuWorker {
         let host = self
             .dev
             .pinned
-            .acquire::<Fr>(1, POOL_WAIT)
-            .map_err(|e| self.err(e))?;
+            .acquire::<Fr>(1, self.pool_wait())
+            .map_err(|e| self.pool_err(e))?;
         download(self.ntt.stream(), h, h.len().saturating_sub(1), host).map_err(|e| self.err(e))
     }
 
@@ -808,8 +859,8 @@ impl GpuWorker {
             let mut host = self
                 .dev
                 .pinned
-                .acquire::<T>(chunk.len(), POOL_WAIT)
-                .map_err(|e| self.err(e))?;
+                .acquire::<T>(chunk.len(), self.pool_wait())
+                .map_err(|e| self.pool_err(e))?;
             host.par_chunks_mut(1 << 14)
                 .zip(chunk.par_chunks(1 << 14))
                 .for_each(|(d, s)| d.copy_from_slice(s));

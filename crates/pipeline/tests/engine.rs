@@ -265,6 +265,36 @@ fn a_witness_that_does_not_satisfy_the_circuit_is_an_error_not_a_proof() {
 }
 
 #[test]
+fn a_job_whose_deadline_passes_in_the_queue_is_dropped_unrun() {
+    let s = shape();
+    let key = std::sync::Arc::new(ProvingKey::new(random_key_parts(&s, 5)).unwrap());
+    let (slow_key, slow) = slow_job();
+    let engine = Engine::start(Config {
+        backend: Backend::Cpu,
+        queue_capacity: 4,
+        ..Config::default()
+    })
+    .unwrap();
+    let first = engine.submit(&slow_key, slow, Randomness::Random).unwrap();
+    let soon = std::time::Instant::now() + std::time::Duration::from_millis(30);
+    let late = engine
+        .submit_before(&key, random_witness(&s, 1), Randomness::Random, soon)
+        .unwrap();
+    let far = std::time::Instant::now() + std::time::Duration::from_secs(600);
+    let in_time = engine
+        .submit_before(&key, random_witness(&s, 2), Randomness::Random, far)
+        .unwrap();
+    first.wait().unwrap();
+    match late.wait() {
+        Err(ProveError::DeadlineExceeded { what }) => assert_eq!(what, "before it started"),
+        other => panic!("expected DeadlineExceeded, got {other:?}"),
+    }
+    in_time.wait().unwrap();
+    let st = engine.shutdown();
+    assert_eq!((st.done, st.failed), (2, 1), "{st:?}");
+}
+
+#[test]
 fn shutdown_now_cancels_the_queued_jobs_and_finishes_the_running_one() {
     let s = shape();
     let key = std::sync::Arc::new(ProvingKey::new(random_key_parts(&s, 5)).unwrap());

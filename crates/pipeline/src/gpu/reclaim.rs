@@ -7,7 +7,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use zkpipe_stream::{BudgetError, VramBudget, VramGrant};
 
@@ -23,6 +23,9 @@ pub(crate) enum ReclaimError {
     /// Nothing idle is left to free and no job runs: what holds the memory stays.
     #[error("{needed} bytes of device memory needed, {available} free; no running job or idle worker holds more")]
     Held { needed: usize, available: usize },
+    /// The deadline passed while running jobs still held the memory.
+    #[error("{needed} bytes of device memory needed, {available} free when the deadline passed")]
+    Deadline { needed: usize, available: usize },
 }
 
 /// Memory of type `T` that no job uses, kept for a next job, and a count of the jobs that
@@ -89,13 +92,15 @@ impl<T> Reclaim<T> {
     }
 
     /// A grant of `bytes` from `budget`: at once if free; else after freeing idle memory,
-    /// entries that `keep` refuses first; else after a running job's memory goes. Refused when
-    /// the budget can never hold `bytes`, or when nothing idle is left and no job runs.
+    /// entries that `keep` refuses first; else after a running job's memory goes, by
+    /// `deadline` if there is one. Refused when the budget can never hold `bytes`, when nothing
+    /// idle is left and no job runs, or when the deadline passes.
     pub fn acquire(
         &self,
         budget: &VramBudget,
         bytes: usize,
         keep: impl Fn(&T) -> bool,
+        deadline: Option<Instant>,
     ) -> Result<VramGrant, ReclaimError> {
         loop {
             // Read before looking at the budget: a job that stops running has given its bytes
@@ -108,14 +113,25 @@ impl<T> Reclaim<T> {
                 drop(victim);
                 continue;
             }
+            let s = budget.stats();
+            let available = s.capacity - s.in_use.min(s.capacity);
             if running == 0 {
-                let s = budget.stats();
                 return Err(ReclaimError::Held {
                     needed: bytes,
-                    available: s.capacity - s.in_use.min(s.capacity),
+                    available,
                 });
             }
-            match budget.acquire(bytes, Some(STEP)) {
+            let step = match deadline.map(|d| d.saturating_duration_since(Instant::now())) {
+                Some(left) if left.is_zero() => {
+                    return Err(ReclaimError::Deadline {
+                        needed: bytes,
+                        available,
+                    })
+                }
+                Some(left) => left.min(STEP),
+                None => STEP,
+            };
+            match budget.acquire(bytes, Some(step)) {
                 Ok(g) => return Ok(g),
                 Err(BudgetError::Timeout { .. }) => continue,
                 Err(e) => return Err(e.into()),
@@ -162,7 +178,9 @@ mod tests {
         let r = Reclaim::default();
         r.put(kept(&budget, 1, 40));
         r.put(kept(&budget, 2, 40));
-        let g = r.acquire(&budget, 30, |k: &Kept| k.shape == 1).unwrap();
+        let g = r
+            .acquire(&budget, 30, |k: &Kept| k.shape == 1, None)
+            .unwrap();
         assert_eq!((r.idle_len(), budget.stats().in_use), (1, 70));
         assert_eq!(r.take(|k| k.shape == 1).map(|k| k.shape), Some(1));
         drop(g);
@@ -174,7 +192,9 @@ mod tests {
         let r = Reclaim::default();
         r.put(kept(&budget, 1, 60));
         r.put(kept(&budget, 2, 30));
-        let g = r.acquire(&budget, 90, |k: &Kept| k.shape == 1).unwrap();
+        let g = r
+            .acquire(&budget, 90, |k: &Kept| k.shape == 1, None)
+            .unwrap();
         assert_eq!((r.idle_len(), budget.stats().in_use), (0, 90));
         drop(g);
     }
@@ -185,7 +205,7 @@ mod tests {
         let r: Reclaim<Kept> = Reclaim::default();
         let _tables = budget.try_acquire(70).unwrap().unwrap();
         let t = Instant::now();
-        let e = r.acquire(&budget, 50, |_| true).unwrap_err();
+        let e = r.acquire(&budget, 50, |_| true, None).unwrap_err();
         assert_eq!(
             e,
             ReclaimError::Held {
@@ -194,7 +214,7 @@ mod tests {
             }
         );
         assert!(t.elapsed() < Duration::from_secs(1));
-        let e = r.acquire(&budget, 101, |_| true).unwrap_err();
+        let e = r.acquire(&budget, 101, |_| true, None).unwrap_err();
         assert!(matches!(
             e,
             ReclaimError::Budget(BudgetError::NeverFits { .. })
@@ -207,7 +227,7 @@ mod tests {
         let r = Arc::new(Reclaim::<Kept>::default());
         let job = r.enter(budget.try_acquire(80).unwrap().unwrap());
         std::thread::scope(|s| {
-            let waiter = s.spawn(|| r.acquire(&budget, 50, |_| true));
+            let waiter = s.spawn(|| r.acquire(&budget, 50, |_| true, None));
             std::thread::sleep(Duration::from_millis(120));
             assert!(
                 !waiter.is_finished(),
@@ -228,12 +248,34 @@ mod tests {
         let job = r.enter(budget.try_acquire(20).unwrap().unwrap());
         let a_memory = kept(&budget, 7, 60);
         std::thread::scope(|s| {
-            let waiter = s.spawn(|| r.acquire(&budget, 50, |k: &Kept| k.shape == 3));
+            let waiter = s.spawn(|| r.acquire(&budget, 50, |k: &Kept| k.shape == 3, None));
             std::thread::sleep(Duration::from_millis(80));
             r.put(a_memory);
             drop(job);
             let g = waiter.join().unwrap().unwrap();
             assert_eq!((g.bytes(), r.idle_len()), (50, 0));
         });
+    }
+
+    #[test]
+    fn a_wait_for_a_running_job_ends_at_the_deadline() {
+        let budget = VramBudget::with_capacity(100);
+        let r = Reclaim::<Kept>::default();
+        let _job = r.enter(budget.try_acquire(80).unwrap().unwrap());
+        let t = Instant::now();
+        let deadline = Some(t + Duration::from_millis(120));
+        let e = r.acquire(&budget, 50, |_| true, deadline).unwrap_err();
+        assert_eq!(
+            e,
+            ReclaimError::Deadline {
+                needed: 50,
+                available: 20
+            }
+        );
+        let waited = t.elapsed();
+        assert!(
+            waited >= Duration::from_millis(120) && waited < Duration::from_secs(2),
+            "{waited:?}"
+        );
     }
 }
