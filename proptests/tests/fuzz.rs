@@ -158,16 +158,26 @@ proptest! {
 /// The parts of a small generated key, made once.
 fn key_parts() -> &'static zkpipe_pipeline::KeyParts {
     static PARTS: std::sync::OnceLock<zkpipe_pipeline::KeyParts> = std::sync::OnceLock::new();
-    PARTS.get_or_init(|| {
-        let shape = Shape {
-            log_n: 4,
-            inputs: 3,
-            aux: 10,
-            a_every: 4,
-            b_every: 2,
-        };
-        random_key_parts(&shape, 2)
-    })
+    PARTS.get_or_init(|| random_key_parts(&key_shape(), 2))
+}
+
+/// The small key's shape: domain 16, 3 inputs, 10 aux.
+fn key_shape() -> Shape {
+    Shape {
+        log_n: 4,
+        inputs: 3,
+        aux: 10,
+        a_every: 4,
+        b_every: 2,
+    }
+}
+
+/// A density: mostly the key's, else any bits.
+fn density(key: zkpipe_msm::Density, max: usize) -> impl Strategy<Value = zkpipe_msm::Density> {
+    prop_oneof![
+        6 => Just(key),
+        1 => proptest::collection::vec(any::<bool>(), 0..max).prop_map(zkpipe_msm::Density::from_bools),
+    ]
 }
 
 /// A G1 point from 96 bytes read as an uncompressed encoding without checks: on the curve or
@@ -222,4 +232,145 @@ proptest! {
             Err(e) => prop_assert!(false, "unexpected error {e}"),
         }
     }
+}
+
+/// A length: mostly `exact`, else anything up to `max`.
+fn len(exact: usize, max: usize) -> impl Strategy<Value = usize> {
+    prop_oneof![6 => Just(exact), 1 => 0..max]
+}
+
+/// A witness for the small key (domain 16, 3 inputs, 10 aux) with every length and value
+/// drawn: mostly the key's shapes, sometimes anything; c either a·b (the H step's check then
+/// passes) or drawn too.
+fn any_witness() -> impl Strategy<Value = zkpipe_pipeline::Witness> {
+    let values = |n: usize| proptest::collection::vec(any::<u64>(), n);
+    let k = key_shape();
+    (
+        (len(16, 21), len(16, 21), len(16, 21), any::<bool>()),
+        (len(3, 6), len(10, 15)),
+        (
+            density(k.a_density(), 15),
+            density(k.b_density(), 15),
+            density(zkpipe_msm::Density::all(3), 6),
+        ),
+    )
+        .prop_flat_map(move |((na, nb, nc, product), (ni, nx), densities)| {
+            (
+                (values(na), values(nb), values(nc), Just(product)),
+                (values(ni), values(nx)),
+                Just(densities),
+            )
+        })
+        .prop_map(|((a, b, c, product), (input, aux), (da, db, dbi))| {
+            let s = |v: &[u64]| v.iter().map(|&x| Scalar::from(x)).collect::<Vec<_>>();
+            let (a, b) = (s(&a), s(&b));
+            let c = match product {
+                true => a.iter().zip(&b).map(|(x, y)| x * y).collect(),
+                false => s(&c),
+            };
+            zkpipe_pipeline::Witness {
+                a: a.into(),
+                b: b.into(),
+                c: c.into(),
+                input: s(&input),
+                aux: s(&aux),
+                a_aux_density: da,
+                b_input_density: dbi,
+                b_aux_density: db,
+            }
+        })
+}
+
+fn cpu_engine() -> &'static zkpipe_pipeline::Engine {
+    static ENGINE: std::sync::OnceLock<zkpipe_pipeline::Engine> = std::sync::OnceLock::new();
+    ENGINE.get_or_init(|| {
+        zkpipe_pipeline::Engine::start(zkpipe_pipeline::Config {
+            backend: zkpipe_pipeline::Backend::Cpu,
+            ..zkpipe_pipeline::Config::default()
+        })
+        .expect("a CPU engine starts")
+    })
+}
+
+fn small_key() -> &'static std::sync::Arc<zkpipe_pipeline::ProvingKey> {
+    static KEY: std::sync::OnceLock<std::sync::Arc<zkpipe_pipeline::ProvingKey>> =
+        std::sync::OnceLock::new();
+    KEY.get_or_init(|| {
+        let key = zkpipe_pipeline::ProvingKey::new(key_parts().clone()).expect("the key checks");
+        std::sync::Arc::new(key)
+    })
+}
+
+/// One witness through the CPU prover: a proof only for a well-shaped witness (and the same
+/// bytes again), `Unsatisfied` only for a well-shaped one, a shape error only for a misshapen
+/// one. Returns which of the three it was.
+fn prove_any(w: zkpipe_pipeline::Witness) -> Result<usize, TestCaseError> {
+    let lengths_agree = w.a.len() == w.b.len() && w.b.len() == w.c.len();
+    // Shaped as the key wants: lengths, and densities of its lengths and point counts.
+    let k = key_shape();
+    let fits = |d: &zkpipe_msm::Density, key: &zkpipe_msm::Density| {
+        d.len() == key.len() && d.selected() == key.selected()
+    };
+    let shaped = w.a.len() <= 16
+        && lengths_agree
+        && w.input.len() == 3
+        && w.aux.len() == 10
+        && fits(&w.a_aux_density, &k.a_density())
+        && fits(&w.b_aux_density, &k.b_density())
+        && fits(&w.b_input_density, &zkpipe_msm::Density::all(3));
+    let fixed = zkpipe_pipeline::Randomness::Fixed {
+        r: Scalar::from(3u64),
+        s: Scalar::from(5u64),
+    };
+    let result = cpu_engine()
+        .submit(small_key(), w.clone(), fixed)
+        .and_then(|h| h.wait());
+    match result {
+        Ok(proof) => {
+            prop_assert!(shaped, "a proof for a misshapen witness");
+            let again = cpu_engine()
+                .submit(small_key(), w, fixed)
+                .and_then(|h| h.wait());
+            prop_assert_eq!(again.map(|p| p.to_bytes()).ok(), Some(proof.to_bytes()));
+            Ok(0)
+        }
+        Err(ProveError::Unsatisfied) => {
+            prop_assert!(shaped, "Unsatisfied for a misshapen witness");
+            Ok(1)
+        }
+        Err(
+            e
+            @ (ProveError::Shape { .. } | ProveError::Constraints { .. } | ProveError::Msm { .. }),
+        ) => {
+            prop_assert!(!shaped, "a well-shaped witness refused: {}", e);
+            Ok(2)
+        }
+        Err(e) => {
+            prop_assert!(false, "unexpected error {e}");
+            Ok(3)
+        }
+    }
+}
+
+#[test]
+fn witnesses_of_any_shape_prove_or_are_refused_by_the_cpu_prover() {
+    let seen = std::sync::Mutex::new([0u64; 3]);
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(cases()));
+    let result = runner.run(&any_witness(), |w| {
+        let k = prove_any(w)?;
+        seen.lock().unwrap_or_else(|p| p.into_inner())[k] += 1;
+        Ok(())
+    });
+    let [proofs, unsatisfied, refused] = seen.into_inner().unwrap_or_else(|p| p.into_inner());
+    println!(
+        "{} cases: {proofs} proofs, {unsatisfied} unsatisfied, {refused} misshapen",
+        cases()
+    );
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+    assert!(
+        proofs > 0 && unsatisfied > 0 && refused > 0,
+        "an outcome never reached"
+    );
 }

@@ -41,7 +41,8 @@ impl Shape {
         }
     }
 
-    fn a_density(&self) -> Density {
+    /// The aux variables a key of this shape has A points for.
+    pub fn a_density(&self) -> Density {
         Density::from_bools(
             (0..self.aux)
                 .map(|i| i % self.a_every.max(1) != 1)
@@ -49,7 +50,8 @@ impl Shape {
         )
     }
 
-    fn b_density(&self) -> Density {
+    /// The aux variables a key of this shape has B points for.
+    pub fn b_density(&self) -> Density {
         Density::from_bools(
             (0..self.aux)
                 .map(|i| i % self.b_every.max(1) == 0)
