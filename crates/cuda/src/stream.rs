@@ -133,6 +133,16 @@ impl Event {
         unsafe { event::synchronize(self.raw) }
     }
 
+    /// Waits for the event before memory that the work it follows uses is freed: when the
+    /// wait fails, waits for the whole context instead, and returns the event's error.
+    pub fn settle(&self) -> Result<()> {
+        self.synchronize().inspect_err(|_| {
+            if let Err(e) = self.ctx.synchronize() {
+                tracing::warn!(error = %e, "waiting for the context after an event wait failed");
+            }
+        })
+    }
+
     /// True when the recorded work has completed (or nothing was recorded).
     pub fn is_complete(&self) -> Result<bool> {
         self.ctx.bind()?;

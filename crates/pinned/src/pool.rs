@@ -159,7 +159,7 @@ impl PinnedPool {
     fn take(&self, state: &mut State, class: usize) -> Result<Option<RawPinned>> {
         if let Some(idle) = state.idle.get_mut(&class).and_then(Vec::pop) {
             if let Some(ev) = &idle.pending {
-                if let Err(e) = ev.synchronize() {
+                if let Err(e) = ev.settle() {
                     // The buffer is freed (as it goes out of scope): count it out of the pool.
                     state.stats.bytes_held -= idle.raw.bytes;
                     return Err(e.into());
@@ -177,7 +177,7 @@ impl PinnedPool {
                 // Freed either way: counted out of the pool before an error returns.
                 state.stats.bytes_held -= idle.raw.bytes;
                 if let Some(ev) = &idle.pending {
-                    ev.synchronize()?;
+                    ev.settle()?;
                 }
                 drop(idle);
             }
@@ -230,7 +230,7 @@ impl PinnedPool {
             // Every buffer is freed and counted out, the first error reported after.
             state.stats.bytes_held -= buf.raw.bytes;
             if let Some(ev) = &buf.pending {
-                if let Err(e) = ev.synchronize() {
+                if let Err(e) = ev.settle() {
                     first = first.and(Err(e.into()));
                 }
             }

@@ -26,7 +26,7 @@ impl<H> InFlight<H> {
     /// Waits for the copy and returns the host buffer.
     pub fn wait(mut self) -> Result<H> {
         let (host, event) = self.parts.take().ok_or(crate::Error::AlreadyTaken)?;
-        event.synchronize()?;
+        event.settle()?;
         Ok(host)
     }
 
@@ -68,7 +68,7 @@ impl<T: Pod + Send> InFlight<PooledBuffer<T>> {
 impl<H> Drop for InFlight<H> {
     fn drop(&mut self) {
         if let Some((_, event)) = &self.parts {
-            if let Err(e) = event.synchronize() {
+            if let Err(e) = event.settle() {
                 tracing::warn!(error = %e, "waiting for a copy in drop failed");
             }
         }
