@@ -128,7 +128,7 @@ struct Pending {
 struct Tally {
     done: u64,
     wrong: u64,
-    failures: BTreeMap<String, u64>,
+    failures: BTreeMap<&'static str, u64>,
     latencies_ms: Vec<f64>,
 }
 
@@ -145,13 +145,7 @@ impl Tally {
     }
 
     fn fail(&mut self, e: &ProveError) {
-        let kind = format!("{e:?}");
-        let kind = kind
-            .split([' ', '(', '{'])
-            .next()
-            .unwrap_or("?")
-            .to_string();
-        *self.failures.entry(kind).or_default() += 1;
+        *self.failures.entry(e.kind()).or_default() += 1;
     }
 }
 

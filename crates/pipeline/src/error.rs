@@ -124,6 +124,34 @@ impl std::error::Error for Refused {
 }
 
 impl ProveError {
+    /// The variant's name, for counting failures by kind (metrics, soak runs, fault sweeps).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ProveError::Shape { .. } => "Shape",
+            ProveError::Constraints { .. } => "Constraints",
+            ProveError::Key { .. } => "Key",
+            ProveError::DeltaIdentity => "DeltaIdentity",
+            ProveError::GammaIdentity => "GammaIdentity",
+            ProveError::BadProof { .. } => "BadProof",
+            ProveError::Ntt(_) => "Ntt",
+            ProveError::Msm { .. } => "Msm",
+            ProveError::Device { .. } => "Device",
+            ProveError::TooLargeForDevice { .. } => "TooLargeForDevice",
+            ProveError::DeviceMemoryHeld { .. } => "DeviceMemoryHeld",
+            ProveError::DeviceQuarantined { .. } => "DeviceQuarantined",
+            ProveError::Budget(_) => "Budget",
+            ProveError::Pinned { .. } => "Pinned",
+            ProveError::NoWitnessPool => "NoWitnessPool",
+            ProveError::Config { .. } => "Config",
+            ProveError::ShutDown => "ShutDown",
+            ProveError::Lost { .. } => "Lost",
+            ProveError::Unsatisfied => "Unsatisfied",
+            ProveError::DeadlineExceeded { .. } => "DeadlineExceeded",
+            ProveError::Cancelled { .. } => "Cancelled",
+            ProveError::QueueFull { .. } => "QueueFull",
+        }
+    }
+
     pub(crate) fn device(device: usize, e: impl std::fmt::Display) -> Self {
         ProveError::Device {
             device,
