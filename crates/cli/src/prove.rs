@@ -52,6 +52,9 @@ pub struct Args {
     /// Print JSON instead of text at the end.
     #[arg(long)]
     pub json: bool,
+    /// Write the engine's metrics (Prometheus text format) to this file at the end.
+    #[arg(long)]
+    pub metrics: Option<std::path::PathBuf>,
     /// Prove with fixed r and s (every proof of the run is then the same), and print the first
     /// proof's bytes: runs under different settings (a VRAM cap, a streamed key, the CPU) must
     /// print the same.
@@ -398,6 +401,10 @@ pub fn run(a: &Args) -> Result<(), Error> {
     })?;
     let wall = t.elapsed().as_secs_f64();
     bar.finish_and_clear();
+    if let Some(path) = &a.metrics {
+        std::fs::write(path, engine.metrics())
+            .map_err(|e| format!("--metrics {}: {e}", path.display()))?;
+    }
     let st = engine.shutdown();
     let per = |ms: f64| ms / a.proofs.max(1) as f64;
     let device = median(parts.iter().map(|p| p.report.device_span_ms).collect());

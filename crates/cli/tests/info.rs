@@ -57,6 +57,43 @@ fn prove_on_the_cpu_verifies_every_proof() {
 }
 
 #[test]
+fn prove_writes_its_metrics_and_soak_runs_clean_on_the_cpu() {
+    let dir = std::env::temp_dir().join(format!("zkpipe-metrics-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("metrics.prom");
+    let out = zkpipe()
+        .args(["prove", "--k", "8", "--proofs", "2", "--cpu", "--metrics"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        text.lines()
+            .any(|l| l == "zkpipe_jobs_total{state=\"done\"} 2"),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    // A few seconds of soak with small keys: it checks proofs and leaks, exit 0 when clean.
+    let out = zkpipe()
+        .args([
+            "soak",
+            "--minutes",
+            "0.05",
+            "--sizes",
+            "6,8",
+            "--check-max",
+            "8",
+        ])
+        .args(["--report-every", "10"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("no failed or wrong proof, no leak"), "{text}");
+}
+
+#[test]
 fn prove_rejects_a_bad_option_with_a_message() {
     let out = zkpipe()
         .args(["prove", "--k", "4", "--g2", "tpu", "--cpu"])

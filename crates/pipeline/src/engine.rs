@@ -663,6 +663,17 @@ impl Engine {
             .collect()
     }
 
+    /// The engine's figures in the Prometheus text format (for a `/metrics` endpoint): jobs
+    /// by state (`zkpipe_jobs_total`), the queue's depth, a histogram of each stage's device
+    /// milliseconds (`zkpipe_stage_device_ms`), upload bytes and GB/s, VRAM budget and
+    /// pinned memory in use and at their high-water marks, quarantined devices.
+    pub fn metrics(&self) -> String {
+        let st = self.stats();
+        let taken = self.stats.taken.load(Ordering::Relaxed);
+        let queued = st.submitted.saturating_sub(taken);
+        crate::metrics::render(&st, queued, &self.stats.stages)
+    }
+
     /// Counters so far.
     pub fn stats(&self) -> EngineStats {
         let budget = self
@@ -742,6 +753,7 @@ fn worker(w: Worker, jobs: Receiver<Job>, out: Sender<G1Done>, stats: Arc<Counte
         abandon,
     } = w;
     for job in jobs {
+        stats.taken.fetch_add(1, Ordering::Relaxed);
         if job.cancelled.load(Ordering::SeqCst) || abandon.load(Ordering::SeqCst) {
             stats.cancelled.fetch_add(1, Ordering::Relaxed);
             let _ = job.reply.send(Err(ProveError::Cancelled { job: job.id }));

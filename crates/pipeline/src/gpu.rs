@@ -466,6 +466,7 @@ impl GpuWorker {
         let msm_ms = r.device_span_ms - h_ms;
         Counters::add_ms(&stats.h_gpu_ns, h_ms);
         Counters::add_ms(&stats.msm_gpu_ns, msm_ms);
+        stats.stages.observe(&r.device_ms, r.device_span_ms);
         let span = tracing::Span::current();
         span.record("upload_bytes", r.uploaded_bytes);
         span.record("h_gpu_ms", h_ms);

@@ -33,6 +33,7 @@ mod engine;
 mod error;
 mod gpu;
 mod key;
+mod metrics;
 mod plan;
 mod proof;
 pub mod prover;

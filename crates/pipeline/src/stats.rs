@@ -10,6 +10,10 @@ pub(crate) struct Counters {
     pub done: AtomicU64,
     pub failed: AtomicU64,
     pub cancelled: AtomicU64,
+    /// Jobs workers have taken from the queue (run, cancelled or expired).
+    pub taken: AtomicU64,
+    /// Each stage's device milliseconds, job by job.
+    pub stages: crate::metrics::StageHistograms,
     pub h_ns: AtomicU64,
     pub g1_ns: AtomicU64,
     pub g2_ns: AtomicU64,

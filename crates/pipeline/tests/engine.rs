@@ -265,6 +265,49 @@ fn a_witness_that_does_not_satisfy_the_circuit_is_an_error_not_a_proof() {
 }
 
 #[test]
+fn metrics_count_jobs_by_state_in_the_prometheus_text_format() {
+    let s = shape();
+    let key = std::sync::Arc::new(ProvingKey::new(random_key_parts(&s, 5)).unwrap());
+    let engine = Engine::start(Config {
+        backend: Backend::Cpu,
+        ..Config::default()
+    })
+    .unwrap();
+    for i in 0..2 {
+        let w = random_witness(&s, i);
+        engine
+            .submit(&key, w, Randomness::Random)
+            .unwrap()
+            .wait()
+            .unwrap();
+    }
+    let bad = {
+        let w = random_witness(&s, 9);
+        let mut c = w.c.to_vec();
+        c[0] += Scalar::ONE;
+        zkpipe_pipeline::Witness { c: c.into(), ..w }
+    };
+    assert!(engine
+        .submit(&key, bad, Randomness::Random)
+        .unwrap()
+        .wait()
+        .is_err());
+    let text = engine.metrics();
+    for line in [
+        "zkpipe_jobs_total{state=\"submitted\"} 3",
+        "zkpipe_jobs_total{state=\"done\"} 2",
+        "zkpipe_jobs_total{state=\"failed\"} 1",
+        "zkpipe_queue_depth 0",
+        "# TYPE zkpipe_stage_device_ms histogram",
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "{line} missing from:\n{text}"
+        );
+    }
+}
+
+#[test]
 fn a_job_whose_deadline_passes_in_the_queue_is_dropped_unrun() {
     let s = shape();
     let key = std::sync::Arc::new(ProvingKey::new(random_key_parts(&s, 5)).unwrap());

@@ -1,0 +1,184 @@
+//! The engine's figures in the Prometheus text format ([`crate::Engine::metrics`]): jobs by
+//! state, the queue's depth, histograms of each stage's device milliseconds, upload bytes and
+//! speed, VRAM and pinned memory in use and at their high-water marks, quarantined devices.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::Mutex;
+
+use crate::EngineStats;
+
+/// Upper bounds (ms) of the device-time histograms' buckets.
+pub(crate) const BUCKETS_MS: [f64; 12] = [
+    1.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0,
+];
+
+/// One histogram: counts per bucket (cumulative when written), the sum and the count.
+#[derive(Debug, Default, Clone)]
+struct Histogram {
+    buckets: [u64; BUCKETS_MS.len()],
+    sum: f64,
+    count: u64,
+}
+
+impl Histogram {
+    fn observe(&mut self, ms: f64) {
+        if let Some(i) = BUCKETS_MS.iter().position(|&b| ms <= b) {
+            self.buckets[i] += 1;
+        }
+        self.sum += ms;
+        self.count += 1;
+    }
+}
+
+/// Device milliseconds per stage, observed job by job.
+#[derive(Debug, Default)]
+pub(crate) struct StageHistograms {
+    stages: Mutex<BTreeMap<&'static str, Histogram>>,
+}
+
+impl StageHistograms {
+    /// Adds a job's stages (and its whole device span, as stage `job`).
+    pub fn observe(&self, device_ms: &[(&'static str, f64)], span_ms: f64) {
+        let mut s = self.stages.lock().unwrap_or_else(|p| p.into_inner());
+        for &(stage, ms) in device_ms {
+            s.entry(stage).or_default().observe(ms);
+        }
+        if span_ms > 0.0 {
+            s.entry("job").or_default().observe(span_ms);
+        }
+    }
+
+    fn snapshot(&self) -> BTreeMap<&'static str, Histogram> {
+        self.stages
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+/// What the text is made from: the stats, the queue's depth, the histograms.
+pub(crate) fn render(st: &EngineStats, queued: u64, stages: &StageHistograms) -> String {
+    let mut out = String::new();
+    let mut metric = |name: &str, kind: &str, help: &str, samples: &[(String, f64)]| {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        for (labels, v) in samples {
+            let _ = writeln!(out, "{name}{labels} {v}");
+        }
+    };
+    let plain = |v: f64| vec![(String::new(), v)];
+    let jobs: Vec<(String, f64)> = [
+        ("submitted", st.submitted),
+        ("done", st.done),
+        ("failed", st.failed),
+        ("cancelled", st.cancelled),
+    ]
+    .iter()
+    .map(|(s, v)| (format!("{{state=\"{s}\"}}"), *v as f64))
+    .collect();
+    metric("zkpipe_jobs_total", "counter", "Jobs by state.", &jobs);
+    metric(
+        "zkpipe_queue_depth",
+        "gauge",
+        "Jobs accepted and not yet taken by a worker.",
+        &plain(queued as f64),
+    );
+    metric(
+        "zkpipe_upload_bytes_total",
+        "counter",
+        "Bytes copied to the devices.",
+        &plain(st.uploaded_bytes as f64),
+    );
+    metric(
+        "zkpipe_upload_gbps",
+        "gauge",
+        "Host-to-device speed of the uploads so far (GB/s).",
+        &plain(st.upload_gbps),
+    );
+    let bytes = [
+        (
+            "zkpipe_vram_high_water_bytes",
+            "Device memory in use at most, measured (all devices).",
+            st.vram_high_water,
+        ),
+        (
+            "zkpipe_vram_budget_high_water_bytes",
+            "The most the VRAM budgets granted at once.",
+            st.vram_budget_high_water,
+        ),
+        (
+            "zkpipe_vram_budget_in_use_bytes",
+            "What the VRAM budgets grant now.",
+            st.vram_budget_in_use,
+        ),
+        (
+            "zkpipe_pinned_high_water_bytes",
+            "The most pinned staging and lent witness memory out at once.",
+            st.pinned_high_water,
+        ),
+        (
+            "zkpipe_pinned_in_use_bytes",
+            "Pinned staging and lent witness memory out now.",
+            st.pinned_in_use,
+        ),
+        (
+            "zkpipe_quarantined_devices",
+            "Devices quarantined after a fault.",
+            st.quarantined_devices,
+        ),
+    ];
+    for (name, help, v) in bytes {
+        metric(name, "gauge", help, &plain(v as f64));
+    }
+    let name = "zkpipe_stage_device_ms";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Device milliseconds of each stage of a job (CUDA events); stage \"job\" is the job's whole device span."
+    );
+    let _ = writeln!(out, "# TYPE {name} histogram");
+    for (stage, h) in stages.snapshot() {
+        let mut cumulative = 0;
+        for (bound, n) in BUCKETS_MS.iter().zip(h.buckets) {
+            cumulative += n;
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{stage=\"{stage}\",le=\"{bound}\"}} {cumulative}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "{name}_bucket{{stage=\"{stage}\",le=\"+Inf\"}} {}",
+            h.count
+        );
+        let _ = writeln!(out, "{name}_sum{{stage=\"{stage}\"}} {}", h.sum);
+        let _ = writeln!(out, "{name}_count{{stage=\"{stage}\"}} {}", h.count);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histograms_are_cumulative_and_count_every_observation() {
+        let h = StageHistograms::default();
+        h.observe(&[("h_step", 3.0), ("msm_h", 900.0)], 1200.0);
+        h.observe(&[("h_step", 300.0)], 0.0);
+        h.observe(&[("h_step", 20000.0)], 0.0);
+        let text = render(&EngineStats::default(), 2, &h);
+        assert!(text.contains("zkpipe_stage_device_ms_bucket{stage=\"h_step\",le=\"5\"} 1\n"));
+        assert!(text.contains("zkpipe_stage_device_ms_bucket{stage=\"h_step\",le=\"500\"} 2\n"));
+        assert!(text.contains("zkpipe_stage_device_ms_bucket{stage=\"h_step\",le=\"+Inf\"} 3\n"));
+        assert!(text.contains("zkpipe_stage_device_ms_sum{stage=\"h_step\"} 20303\n"));
+        assert!(text.contains("zkpipe_stage_device_ms_count{stage=\"job\"} 1\n"));
+        assert!(text.contains("zkpipe_queue_depth 2\n"));
+        // Every sample line is `name{labels} value` with a number for the value.
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let (name, value) = line.rsplit_once(' ').expect("a sample has a value");
+            assert!(value.parse::<f64>().is_ok(), "{line}");
+            assert!(name.starts_with("zkpipe_"), "{line}");
+        }
+    }
+}
