@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod exit;
 mod info;
 mod prove;
 mod soak;
@@ -47,15 +48,15 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Info { json } => info::run(json),
-        Command::Prove(a) => prove::run(&a).map_err(|e| e.to_string().into()),
-        Command::Soak(a) => soak::run(&a).map_err(|e| e.to_string().into()),
+        Command::Info { json } => info::run(json).map_err(exit::Failure::Other),
+        Command::Prove(a) => prove::run(&a),
+        Command::Soak(a) => soak::run(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
-            ExitCode::FAILURE
+            ExitCode::from(e.code())
         }
     }
 }

@@ -13,6 +13,8 @@ use serde_json::json;
 use zkpipe_bellperson::circuits::RandomR1cs;
 use zkpipe_bellperson::{proving_key, synthesize};
 use zkpipe_pipeline::testgen::{random_key, Shape, WitnessSource};
+
+use crate::exit::Failure;
 use zkpipe_pipeline::{
     verify, Backend, Config, Engine, G2Placement, JobReport, PreparedVerifyingKey, ProvingKey,
     Randomness, Witness,
@@ -250,31 +252,29 @@ fn available_bytes() -> Option<u128> {
 
 /// Refuses what cannot run: a domain beyond the NTT's, or a generated job larger than the
 /// host's memory (with the bytes it needs).
-fn check_size(a: &Args) -> Result<(), Error> {
+fn check_size(a: &Args) -> Result<(), Failure> {
     let max = zkpipe_ntt::MAX_LOG_N;
     if a.k == 0 || a.k > max {
-        return Err(format!(
+        return Err(Failure::Usage(format!(
             "--k {} is out of range: domains run from 2^1 to 2^{max}",
             a.k
-        )
-        .into());
+        )));
     }
     if a.k > a.real_max {
         let needed = host_bytes(a.k);
         if let Some(free) = available_bytes().filter(|&f| f < needed) {
-            return Err(format!(
+            return Err(Failure::Usage(format!(
                 "--k {} needs about {needed} bytes of host memory (a generated key and witnesses in flight); {free} are available",
                 a.k
-            )
-            .into());
+            )));
         }
     }
     Ok(())
 }
 
-pub fn run(a: &Args) -> Result<(), Error> {
+pub fn run(a: &Args) -> Result<(), Failure> {
     if !matches!(a.g2.as_str(), "cpu" | "gpu") {
-        return Err("--g2 takes cpu or gpu".into());
+        return Err(Failure::Usage("--g2 takes cpu or gpu".into()));
     }
     check_size(a)?;
     let (key, witnesses, inputs) = job(a)?;
@@ -301,7 +301,8 @@ pub fn run(a: &Args) -> Result<(), Error> {
             witnesses.pinned_bytes(a.k, 3)
         },
         ..Config::default()
-    })?;
+    })
+    .map_err(Failure::start)?;
     let lend =
         engine.on_gpu() && !a.no_pin && !a.cpu && matches!(witnesses, Witnesses::Generated(_));
     eprintln!("engine: {}", engine.backend());
@@ -339,7 +340,7 @@ pub fn run(a: &Args) -> Result<(), Error> {
     let mut parts = Vec::new();
     let mut first_proof = None;
     let next = std::sync::atomic::AtomicUsize::new(0);
-    std::thread::scope(|scope| -> Result<(), Error> {
+    std::thread::scope(|scope| -> Result<(), Failure> {
         // Witnesses are made as the engine takes them (submit blocks while the queue is
         // full), by `--producers` threads as a service's synthesis would run beside the
         // engine: one witness takes about as long to write as a 2^27 partition takes on the GPU.
@@ -374,11 +375,11 @@ pub fn run(a: &Args) -> Result<(), Error> {
         drop(tx);
         let mut prev = 0.0;
         for (i, h) in rx.iter().enumerate() {
-            let (proof, report) = h.wait_report()?;
+            let (proof, report) = h.wait_report().map_err(Failure::job)?;
             first_proof.get_or_insert_with(|| proof.to_bytes());
             if let Some(inputs) = &inputs {
                 if !verify(&pvk, &proof, inputs)? {
-                    return Err(format!("proof {} does not verify", i + 1).into());
+                    return Err(Failure::Unverified { proof: i + 1 });
                 }
                 verified += 1;
             }
@@ -486,7 +487,7 @@ pub fn run(a: &Args) -> Result<(), Error> {
         }
     }
     if st.failed > 0 {
-        return Err(format!("{} jobs failed", st.failed).into());
+        return Err(Failure::Jobs(format!("{} jobs failed", st.failed)));
     }
     Ok(())
 }

@@ -19,6 +19,7 @@ use zkpipe_pipeline::{
     Backend, Config, Engine, G2Placement, JobHandle, ProveError, ProvingKey, Randomness, Witness,
 };
 
+use crate::exit::Failure;
 use crate::prove::rss_bytes;
 
 type Error = Box<dyn std::error::Error>;
@@ -76,7 +77,8 @@ fn cases(a: &Args) -> Result<Vec<Case>, Error> {
     let mut out = Vec::new();
     for (i, &log_n) in a.sizes.iter().enumerate() {
         if !(2..=26).contains(&log_n) {
-            return Err(format!("--sizes: 2^{log_n} is outside 2^2..2^26").into());
+            let e = format!("--sizes: 2^{log_n} is outside 2^2..2^26");
+            return Err(Failure::Usage(e).into());
         }
         let n = 1usize << log_n;
         let shape = Shape {
@@ -166,11 +168,15 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
-pub fn run(a: &Args) -> Result<(), Error> {
+pub fn run(a: &Args) -> Result<(), Failure> {
     if a.sizes.is_empty() || a.threads == 0 || a.drop_every == 0 || a.report_every == 0 {
-        return Err("--sizes, --threads, --drop-every and --report-every must be non-zero".into());
+        let e = "--sizes, --threads, --drop-every and --report-every must be non-zero";
+        return Err(Failure::Usage(e.into()));
     }
-    let cases = cases(a)?;
+    let cases = cases(a).map_err(|e| match e.downcast::<Failure>() {
+        Ok(f) => *f,
+        Err(other) => Failure::Other(other),
+    })?;
     let live_before = zkpipe_cuda::census::live();
     let engine = Engine::start(Config {
         backend: Backend::Auto,
@@ -179,7 +185,8 @@ pub fn run(a: &Args) -> Result<(), Error> {
         vram_cap: a.vram_cap_gib.map(|g| (g * (1u64 << 30) as f64) as usize),
         queue_capacity: 8,
         ..Config::default()
-    })?;
+    })
+    .map_err(Failure::start)?;
     eprintln!(
         "soak: {} for {} min, keys 2^{:?}, {} submitting threads, one handle in {} dropped",
         engine.backend(),
@@ -359,7 +366,7 @@ pub fn run(a: &Args) -> Result<(), Error> {
             println!("soak: no failed or wrong proof, no leak");
             Ok(())
         }
-        false => Err(problems.join("; ").into()),
+        false => Err(Failure::Jobs(problems.join("; "))),
     }
 }
 

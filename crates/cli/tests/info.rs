@@ -99,7 +99,7 @@ fn prove_rejects_a_bad_option_with_a_message() {
         .args(["prove", "--k", "4", "--g2", "tpu", "--cpu"])
         .output()
         .unwrap();
-    assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(2), "usage errors exit 2: {out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("--g2 takes cpu or gpu"));
 }
 
@@ -114,7 +114,7 @@ fn prove_refuses_sizes_it_cannot_run_with_a_message() {
             .args(["prove", "--k", k, "--cpu"])
             .output()
             .unwrap();
-        assert!(!out.status.success(), "--k {k}: {out:?}");
+        assert_eq!(out.status.code(), Some(2), "--k {k}: {out:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(
             err.contains(says) && !err.contains("panicked"),
