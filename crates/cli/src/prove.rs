@@ -29,18 +29,26 @@ pub struct Args {
     /// Proofs to make.
     #[arg(long, default_value_t = 4)]
     pub proofs: usize,
-    /// Workers per device.
-    #[arg(long, default_value_t = 2)]
-    pub workers: usize,
+    /// Workers per device [default: 2, or the --config file's].
+    #[arg(long)]
+    pub workers: Option<usize>,
     /// Every stage on the CPU.
     #[arg(long)]
     pub cpu: bool,
-    /// Where the G2 MSM runs: cpu or gpu.
-    #[arg(long, default_value = "cpu")]
-    pub g2: String,
-    /// Cap each device's VRAM budget at this many GiB.
+    /// Where the G2 MSM runs: cpu or gpu [default: cpu, or the --config file's].
     #[arg(long)]
+    pub g2: Option<String>,
+    /// Cap each device's VRAM budget at this many GiB.
+    #[arg(long, conflicts_with = "vram_cap")]
     pub vram_cap_gib: Option<f64>,
+    /// Cap each device's VRAM budget at this size: bytes, or "16GiB", "512 MiB", "15GB".
+    #[arg(long, value_parser = zkpipe_pipeline::parse_bytes)]
+    pub vram_cap: Option<usize>,
+    /// The engine's configuration from a TOML file (each field of zkpipe_pipeline::Config
+    /// by name; README shows one). The options above, where given, override it; the job queue
+    /// holds one job whatever it says (witnesses are made as the engine takes them).
+    #[arg(long)]
+    pub config: Option<std::path::PathBuf>,
     /// Largest k with a real key (setup on the CPU) and verified proofs; above it, a key of
     /// random points and a Filecoin-shaped witness (proofs computed, not verifiable).
     #[arg(long, default_value_t = 16)]
@@ -272,41 +280,59 @@ fn check_size(a: &Args) -> Result<(), Failure> {
     Ok(())
 }
 
-pub fn run(a: &Args) -> Result<(), Failure> {
-    if !matches!(a.g2.as_str(), "cpu" | "gpu") {
-        return Err(Failure::Usage("--g2 takes cpu or gpu".into()));
-    }
-    check_size(a)?;
-    let (key, witnesses, inputs) = job(a)?;
-    let key = Arc::new(key);
-    let engine = Engine::start(Config {
-        backend: if a.cpu { Backend::Cpu } else { Backend::Auto },
-        workers_per_device: a.workers,
-        g2: if a.g2 == "gpu" {
-            G2Placement::Gpu
-        } else {
-            G2Placement::Cpu
-        },
-        vram_cap: a.vram_cap_gib.map(|g| (g * GIB) as usize),
+/// The engine's configuration: the --config file's (else the defaults), with the options
+/// given on the command line over it.
+fn engine_config(a: &Args) -> Result<Config, Failure> {
+    let base = match &a.config {
+        Some(path) => Config::from_file(path).map_err(|e| Failure::Usage(e.to_string()))?,
+        None => Config::default(),
+    };
+    let g2 = match a.g2.as_deref() {
+        None => base.g2,
+        Some("cpu") => G2Placement::Cpu,
+        Some("gpu") => G2Placement::Gpu,
+        Some(_) => return Err(Failure::Usage("--g2 takes cpu or gpu".into())),
+    };
+    let vram_cap = a
+        .vram_cap
+        .or(a.vram_cap_gib.map(|g| (g * GIB) as usize))
+        .or(base.vram_cap);
+    Ok(Config {
+        backend: if a.cpu { Backend::Cpu } else { base.backend },
+        workers_per_device: a.workers.unwrap_or(base.workers_per_device),
+        g2,
+        vram_cap,
         // One job waiting: witnesses are made as the engine takes them, so that memory in
         // flight is bounded (a 2^27 witness holds 16 GB).
         queue_capacity: 1,
-        keep_key_resident: !a.no_resident,
-        pin_key: !a.no_pin,
+        keep_key_resident: base.keep_key_resident && !a.no_resident,
+        pin_key: base.pin_key && !a.no_pin,
+        ..base
+    })
+}
+
+pub fn run(a: &Args) -> Result<(), Failure> {
+    let cfg = engine_config(a)?;
+    check_size(a)?;
+    let (key, witnesses, inputs) = job(a)?;
+    let key = Arc::new(key);
+    let pin = cfg.pin_key;
+    let (workers, g2_on_gpu) = (cfg.workers_per_device, cfg.g2 == G2Placement::Gpu);
+    let resident = cfg.keep_key_resident;
+    let engine = Engine::start(Config {
         // Generated witnesses go into pinned memory lent by the engine: three sets (one being
         // written, one queued, one uploading) reused from job to job.
-        pinned_witness: if a.cpu || a.no_pin {
-            0
+        pinned_witness: if a.cpu || !pin {
+            cfg.pinned_witness
         } else {
-            witnesses.pinned_bytes(a.k, 3)
+            cfg.pinned_witness.max(witnesses.pinned_bytes(a.k, 3))
         },
-        ..Config::default()
+        ..cfg
     })
     .map_err(Failure::start)?;
-    let lend =
-        engine.on_gpu() && !a.no_pin && !a.cpu && matches!(witnesses, Witnesses::Generated(_));
+    let lend = engine.on_gpu() && pin && !a.cpu && matches!(witnesses, Witnesses::Generated(_));
     eprintln!("engine: {}", engine.backend());
-    if engine.on_gpu() && !a.no_pin {
+    if engine.on_gpu() && pin {
         let t = Instant::now();
         engine.load_key(&key)?;
         eprintln!(
@@ -422,7 +448,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         println!(
             "{}",
             json!({
-                "k": a.k, "proofs": a.proofs, "workers": a.workers, "backend": engine.backend(),
+                "k": a.k, "proofs": a.proofs, "workers": workers, "backend": engine.backend(),
                 "wall_s": wall, "proofs_per_s": a.proofs as f64 / wall, "verified": verified,
                 "device_ms_per_partition_median": device, "steady_wall_ms_per_partition": steady,
                 "partitions": parts.iter().map(Partition::json).collect::<Vec<_>>(),
@@ -430,7 +456,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
                 "g2_msm_ms_per_proof": per(st.g2_msm_ms), "staging_ms_per_proof": per(st.staging_ms),
                 "gpu_lock_ms_per_proof": per(st.gpu_lock_ms), "upload_gbps": st.upload_gbps,
                 "h_gpu_ms_per_proof": per(st.h_gpu_ms), "msm_gpu_ms_per_proof": per(st.msm_gpu_ms),
-                "key_pinned_bytes": st.key_pinned_bytes, "key_resident": !a.no_resident,
+                "key_pinned_bytes": st.key_pinned_bytes, "key_resident": resident,
                 "vram_high_water_bytes": st.vram_high_water,
                 "vram_budget_high_water_bytes": st.vram_budget_high_water,
                 "pinned_high_water_bytes": st.pinned_high_water,
@@ -458,7 +484,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
                 steady / device
             );
         }
-        let g2 = if a.g2 == "gpu" && engine.on_gpu() {
+        let g2 = if g2_on_gpu && engine.on_gpu() {
             "G2 MSM inside the GPU MSMs".to_string()
         } else {
             format!("G2 MSM on the CPU {:.1} ms", per(st.g2_msm_ms))

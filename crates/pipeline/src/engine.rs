@@ -31,7 +31,8 @@ use zkpipe_field::Fr;
 use zkpipe_pinned::PinnedPool;
 
 /// Where the stages run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Backend {
     /// The GPUs if the driver finds any, else the CPU (with a log line saying so). Default.
     #[default]
@@ -43,7 +44,8 @@ pub enum Backend {
 }
 
 /// Where the G2 MSM runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum G2Placement {
     /// On the host's cores, overlapping the next job's GPU work. Default.
     #[default]
@@ -52,8 +54,9 @@ pub enum G2Placement {
     Gpu,
 }
 
-/// How the engine runs.
-#[derive(Debug, Clone)]
+/// How the engine runs. [`Config::from_file`] reads one from TOML: each field by its name.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Where the stages run.
     pub backend: Backend,
@@ -65,11 +68,14 @@ pub struct Config {
     pub cpu_workers: usize,
     /// Device memory left out of each device's VRAM budget, for what the driver allocates
     /// beside the budget's grants (taken off the cap too). Default 1 GiB.
+    #[serde(deserialize_with = "crate::config_file::de_bytes")]
     pub vram_margin: usize,
     /// The device memory to behave as if the card had no more (a 16 GiB card on a larger
     /// one): the budget is the lesser of this and the free memory, less the margin.
+    #[serde(deserialize_with = "crate::config_file::de_opt_bytes")]
     pub vram_cap: Option<usize>,
     /// Pinned host memory per device for staging uploads. Default 1 GiB.
+    #[serde(deserialize_with = "crate::config_file::de_bytes")]
     pub pinned_per_device: usize,
     /// Jobs waiting for a worker. Default 4.
     pub queue_capacity: usize,
@@ -82,6 +88,7 @@ pub struct Config {
     /// Page-locked host memory the engine lends for witnesses' a, b and c
     /// ([`Engine::lend_evaluations`]), allocated as first needed and reused. A 2^27 partition's
     /// take 12 GiB; two or three such sets keep two workers busy. Default 0: none lent.
+    #[serde(deserialize_with = "crate::config_file::de_bytes")]
     pub pinned_witness: usize,
     /// Keep a proving key's points on the device across jobs when the budget allows.
     pub keep_key_resident: bool,
@@ -95,7 +102,8 @@ pub struct Config {
 }
 
 /// What becomes of the jobs of a quarantined device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum OnDeviceFailure {
     /// They fail with [`ProveError::DeviceQuarantined`].
     #[default]

@@ -93,6 +93,18 @@ pub enum ProveError {
     /// The job's deadline ([`crate::Engine::submit_before`]) passed.
     #[error("the job's deadline passed {what}")]
     DeadlineExceeded { what: &'static str },
+    /// A configuration file that does not parse, or names what `Config` has not.
+    #[error("engine configuration {path}: {source}")]
+    ConfigFile {
+        path: String,
+        source: Box<toml::de::Error>,
+    },
+    /// A configuration file that cannot be read.
+    #[error("engine configuration {path}: {source}")]
+    ConfigRead {
+        path: String,
+        source: std::io::Error,
+    },
     /// The job was cancelled before it ran ([`crate::JobHandle::cancel`], a dropped handle,
     /// or [`crate::Engine::shutdown_now`]).
     #[error("job {job} was cancelled before it ran")]
@@ -149,6 +161,8 @@ impl ProveError {
             ProveError::DeadlineExceeded { .. } => "DeadlineExceeded",
             ProveError::Cancelled { .. } => "Cancelled",
             ProveError::QueueFull { .. } => "QueueFull",
+            ProveError::ConfigFile { .. } => "ConfigFile",
+            ProveError::ConfigRead { .. } => "ConfigRead",
         }
     }
 

@@ -29,6 +29,7 @@
 //! ```
 
 mod clock;
+mod config_file;
 mod engine;
 mod error;
 mod gpu;
@@ -41,6 +42,7 @@ mod stats;
 pub mod testgen;
 mod witness;
 
+pub use config_file::parse_bytes;
 pub use engine::{
     Backend, Config, Engine, G2Placement, JobHandle, OnDeviceFailure, Quarantine, Randomness,
     CONFIG_MAX,
