@@ -13,6 +13,9 @@ pub enum Failure {
     /// The engine could not start on the device, or the job does not fit it.
     #[error("device: {0}")]
     Device(#[source] ProveError),
+    /// A device asked for is not there (or no driver to ask).
+    #[error("device: {0}")]
+    NoDevice(#[source] zkpipe_cuda::Error),
     /// A proof the engine returned does not verify.
     #[error("proof {proof} does not verify")]
     Unverified { proof: usize },
@@ -44,7 +47,7 @@ impl Failure {
     pub fn code(&self) -> u8 {
         match self {
             Failure::Usage(_) => 2,
-            Failure::Device(_) => 3,
+            Failure::Device(_) | Failure::NoDevice(_) => 3,
             Failure::Unverified { .. } => 4,
             Failure::Job(_) | Failure::Jobs(_) => 5,
             Failure::Other(_) => 1,

@@ -12,6 +12,7 @@ struct Device {
     total_memory_bytes: usize,
     free_memory_bytes: Option<usize>,
     pci_bus_id: String,
+    uuid: Option<String>,
     /// The largest NTT domain (log2) whose full root tables the device keeps.
     ntt_full_tables_max_log_n: u32,
 }
@@ -56,6 +57,7 @@ fn collect() -> Result<Report, Error> {
             total_memory_bytes: info.total_memory,
             free_memory_bytes: free,
             pci_bus_id: info.pci_bus_id,
+            uuid: info.uuid,
             ntt_full_tables_max_log_n: zkpipe_ntt::kernels::full_table_limit(info.total_memory),
         });
     }
@@ -89,7 +91,7 @@ pub fn run(json: bool) -> Result<(), Box<dyn std::error::Error>> {
             .free_memory_bytes
             .map_or("?".to_string(), |f| format!("{:.1}", gib(f)));
         println!(
-            "device {}: {} (sm_{}), {} SMs, {:.1} GiB total, {} GiB free, PCI {}; NTT root tables in full up to 2^{}",
+            "device {}: {} (sm_{}), {} SMs, {:.1} GiB total, {} GiB free, PCI {}, {}; NTT root tables in full up to 2^{}",
             d.ordinal,
             d.name,
             d.compute_capability.replace('.', ""),
@@ -97,6 +99,7 @@ pub fn run(json: bool) -> Result<(), Box<dyn std::error::Error>> {
             gib(d.total_memory_bytes),
             free,
             d.pci_bus_id,
+            d.uuid.as_deref().unwrap_or("no UUID"),
             d.ntt_full_tables_max_log_n
         );
     }

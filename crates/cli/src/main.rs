@@ -4,9 +4,11 @@
 #![forbid(unsafe_code)]
 
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::{Parser, Subcommand};
 
+mod devices;
 mod exit;
 mod info;
 mod prove;
@@ -18,6 +20,58 @@ mod soak;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// How log lines (on standard error) are written: text, or json (one object a line, for a
+    /// log collector). RUST_LOG filters them (default: info).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Set with `--log-format json`: progress lines go out as log records, and no progress bar.
+static JSON_LOGS: AtomicBool = AtomicBool::new(false);
+
+/// True when log lines are JSON.
+pub(crate) fn json_logs() -> bool {
+    JSON_LOGS.load(Ordering::Relaxed)
+}
+
+/// A progress line on standard error: as it is, or as a JSON log record under
+/// `--log-format json`.
+pub(crate) fn say_line(line: &str) {
+    if json_logs() {
+        tracing::info!(target: "zkpipe", "{line}");
+    } else {
+        eprintln!("{line}");
+    }
+}
+
+/// `eprintln!` for progress lines, in the log format asked for.
+macro_rules! say {
+    ($($t:tt)*) => {
+        $crate::say_line(&format!($($t)*))
+    };
+}
+pub(crate) use say;
+
+/// Log lines to standard error, filtered by RUST_LOG, in the format asked for.
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => logs.init(),
+        LogFormat::Json => {
+            JSON_LOGS.store(true, Ordering::Relaxed);
+            logs.json().init()
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -39,14 +93,8 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
+    init_logging(cli.log_format);
     let result = match cli.command {
         Command::Info { json } => info::run(json).map_err(exit::Failure::Other),
         Command::Prove(a) => prove::run(&a),
@@ -55,7 +103,11 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            if json_logs() {
+                tracing::error!(target: "zkpipe", exit_code = e.code(), "{e}");
+            } else {
+                eprintln!("error: {e}");
+            }
             ExitCode::from(e.code())
         }
     }

@@ -29,6 +29,9 @@ pub struct Args {
     /// Proofs to make.
     #[arg(long, default_value_t = 4)]
     pub proofs: usize,
+    /// Devices to use: comma-separated ordinals, UUIDs or PCI bus ids [default: every device].
+    #[arg(long, env = "ZKPIPE_DEVICES", long_help = crate::devices::HELP)]
+    pub devices: Option<String>,
     /// Workers per device [default: 2, or the --config file's].
     #[arg(long)]
     pub workers: Option<usize>,
@@ -134,7 +137,7 @@ fn job(a: &Args) -> Result<Job, Error> {
         let key = proving_key(&params, false)?;
         let w = synthesize(circuit)?;
         let inputs = w.input[1..].to_vec();
-        eprintln!(
+        crate::say!(
             "real key for 2^{} constraints ({} constraints, {} aux): setup in {:.1} s",
             a.k,
             w.constraints(),
@@ -147,7 +150,7 @@ fn job(a: &Args) -> Result<Job, Error> {
         let t = Instant::now();
         let key = random_key(&shape, 1)?;
         let w = WitnessSource::new(&shape, 2);
-        eprintln!(
+        crate::say!(
             "key of random points for 2^{} ({:.1} GiB; Filecoin-shaped witness, {} aux; proofs will not verify): made in {:.1} s",
             a.k,
             key.bytes() as f64 / GIB,
@@ -297,8 +300,13 @@ fn engine_config(a: &Args) -> Result<Config, Failure> {
         .vram_cap
         .or(a.vram_cap_gib.map(|g| (g * GIB) as usize))
         .or(base.vram_cap);
+    let devices = match crate::devices::select(a.devices.as_deref().filter(|_| !a.cpu))? {
+        Some(d) => Some(d),
+        None => base.devices,
+    };
     Ok(Config {
         backend: if a.cpu { Backend::Cpu } else { base.backend },
+        devices,
         workers_per_device: a.workers.unwrap_or(base.workers_per_device),
         g2,
         vram_cap,
@@ -331,11 +339,11 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     })
     .map_err(Failure::start)?;
     let lend = engine.on_gpu() && pin && !a.cpu && matches!(witnesses, Witnesses::Generated(_));
-    eprintln!("engine: {}", engine.backend());
+    crate::say!("engine: {}", engine.backend());
     if engine.on_gpu() && pin {
         let t = Instant::now();
         engine.load_key(&key)?;
-        eprintln!(
+        crate::say!(
             "key: {:.2} GiB page-locked in {:.2} s",
             key.bytes() as f64 / GIB,
             t.elapsed().as_secs_f64()
@@ -349,13 +357,17 @@ pub fn run(a: &Args) -> Result<(), Failure> {
             .map(|_| engine.lend_evaluations(&key, LEND_WAIT))
             .collect::<Result<_, _>>()?;
         drop(sets);
-        eprintln!(
+        crate::say!(
             "witness memory: {:.2} GiB page-locked in {:.2} s",
             witnesses.pinned_bytes(a.k, 3) as f64 / GIB,
             t.elapsed().as_secs_f64()
         );
     }
-    let bar = ProgressBar::new(a.proofs as u64);
+    let bar = if crate::json_logs() {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(a.proofs as u64)
+    };
     bar.set_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} proofs, {elapsed} {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
@@ -415,7 +427,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
                 rss: rss_bytes(),
                 vram_high_water: engine.stats().vram_high_water,
             };
-            bar.suspend(|| eprintln!("{}", part.line(i, a.proofs, prev)));
+            bar.suspend(|| crate::say_line(&part.line(i, a.proofs, prev)));
             prev = part.done_s;
             parts.push(part);
             bar.inc(1);

@@ -45,6 +45,9 @@ pub struct Args {
     /// A line every this many finished jobs.
     #[arg(long, default_value_t = 100)]
     pub report_every: u64,
+    /// Devices to use: comma-separated ordinals, UUIDs or PCI bus ids [default: every device].
+    #[arg(long, env = "ZKPIPE_DEVICES", long_help = crate::devices::HELP)]
+    pub devices: Option<String>,
     /// Workers per device.
     #[arg(long, default_value_t = 2)]
     pub workers: usize,
@@ -99,7 +102,7 @@ fn cases(a: &Args) -> Result<Vec<Case>, Error> {
             ),
             false => None,
         };
-        eprintln!(
+        crate::say!(
             "key 2^{log_n}: made{} in {:.1} s",
             if want.is_some() {
                 ", CPU proof for the check"
@@ -180,6 +183,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     let live_before = zkpipe_cuda::census::live();
     let engine = Engine::start(Config {
         backend: Backend::Auto,
+        devices: crate::devices::select(a.devices.as_deref())?,
         workers_per_device: a.workers,
         g2: G2Placement::Gpu,
         vram_cap: a.vram_cap_gib.map(|g| (g * (1u64 << 30) as f64) as usize),
@@ -187,7 +191,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         ..Config::default()
     })
     .map_err(Failure::start)?;
-    eprintln!(
+    crate::say!(
         "soak: {} for {} min, keys 2^{:?}, {} submitting threads, one handle in {} dropped",
         engine.backend(),
         a.minutes,
@@ -256,13 +260,13 @@ pub fn run(a: &Args) -> Result<(), Failure> {
                         Ok(proof) => match cases[p.case].want {
                             Some(want) if proof.to_bytes() != want => {
                                 tally.wrong += 1;
-                                eprintln!("WRONG PROOF for key 2^{log_n}");
+                                crate::say!("WRONG PROOF for key 2^{log_n}");
                                 stop.store(true, Ordering::Relaxed);
                             }
                             _ => tally.done += 1,
                         },
                         Err(e) => {
-                            eprintln!("job failed (key 2^{log_n}): {e}");
+                            crate::say!("job failed (key 2^{log_n}): {e}");
                             tally.fail(&e);
                         }
                     }
@@ -292,7 +296,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     let live_after = zkpipe_cuda::census::live();
     let mut problems = Vec::new();
     for c in &checkpoints {
-        eprintln!(
+        crate::say!(
             "after {:>5} jobs: budget in use {} B, pinned in use {} B, live {:?}, RSS {:.2} GiB",
             c.jobs,
             c.budget,
@@ -301,7 +305,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
             c.rss as f64 / (1u64 << 30) as f64
         );
     }
-    eprintln!(
+    crate::say!(
         "at the end ({} jobs): budget in use {} B, pinned in use {} B, live {:?}, RSS {:.2} GiB",
         end.jobs,
         end.budget,

@@ -22,6 +22,9 @@ pub struct DeviceInfo {
     pub total_memory: usize,
     /// The PCI bus id.
     pub pci_bus_id: String,
+    /// The UUID (`GPU-…`, as `nvidia-smi -L` shows it); `None` from a driver without
+    /// `cuDeviceGetUuid`.
+    pub uuid: Option<String>,
 }
 
 /// The driver's CUDA version as (major, minor), e.g. (13, 0).
@@ -56,12 +59,88 @@ pub fn device_info(ordinal: usize) -> Result<DeviceInfo> {
         sm_count: attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
         total_memory: device::total_mem(dev)?,
         pci_bus_id: device::pci_bus_id(dev)?,
+        uuid: device::uuid(dev).ok(),
     })
 }
 
 /// Every device the driver sees.
 pub fn devices() -> Result<Vec<DeviceInfo>> {
     (0..device_count()?).map(device_info).collect()
+}
+
+/// The devices a list names, in its order: comma-separated ordinals (`0,1`), UUIDs
+/// (`GPU-8a1c…`, the `GPU-` optional, any unique prefix of at least 8 hex digits) or PCI bus
+/// ids (`0000:1b:00.0`, case ignored), as `--devices` and `ZKPIPE_DEVICES` take them. An error
+/// names an entry that matches no device (or more than one), or a device listed twice.
+pub fn select_devices(list: &str) -> Result<Vec<usize>> {
+    select_from(&devices()?, list)
+}
+
+fn select_from(all: &[DeviceInfo], list: &str) -> Result<Vec<usize>> {
+    let mut chosen: Vec<(usize, String)> = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let ordinal = match name.parse::<usize>() {
+            Ok(o) if o < all.len() => o,
+            Ok(o) => {
+                return Err(Error::DeviceOutOfRange {
+                    ordinal: o,
+                    count: all.len(),
+                })
+            }
+            Err(_) => match_named(all, name)?,
+        };
+        if let Some((_, first)) = chosen.iter().find(|(o, _)| *o == ordinal) {
+            return Err(Error::DeviceListedTwice {
+                ordinal,
+                first: first.clone(),
+                second: name.to_string(),
+            });
+        }
+        chosen.push((ordinal, name.to_string()));
+    }
+    Ok(chosen.into_iter().map(|(o, _)| o).collect())
+}
+
+/// The one device whose UUID (by a prefix of 8 hex digits or more) or PCI bus id is `name`.
+fn match_named(all: &[DeviceInfo], name: &str) -> Result<usize> {
+    let wanted = name.to_ascii_lowercase();
+    let bare = |s: &str| s.trim_start_matches("gpu-").replace('-', "");
+    let prefix = bare(&wanted);
+    let matches: Vec<usize> = all
+        .iter()
+        .filter(|d| {
+            let by_pci = d.pci_bus_id.to_ascii_lowercase() == wanted;
+            let by_uuid = d.uuid.as_deref().is_some_and(|u| {
+                prefix.len() >= 8 && bare(&u.to_ascii_lowercase()).starts_with(&prefix)
+            });
+            by_pci || by_uuid
+        })
+        .map(|d| d.ordinal)
+        .collect();
+    match matches[..] {
+        [one] => Ok(one),
+        _ => Err(Error::NoSuchDevice {
+            name: name.to_string(),
+            known: known_devices(all),
+        }),
+    }
+}
+
+fn known_devices(all: &[DeviceInfo]) -> String {
+    if all.is_empty() {
+        return "no devices".to_string();
+    }
+    all.iter()
+        .map(|d| {
+            format!(
+                "{} ({}, PCI {})",
+                d.ordinal,
+                d.uuid.as_deref().unwrap_or("no UUID"),
+                d.pci_bus_id
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Free and total device memory, in bytes.
@@ -194,5 +273,76 @@ impl Drop for Context {
         if let Err(e) = unsafe { ctx::primary_release(self.dev) } {
             tracing::warn!(error = %e, "releasing the primary context failed");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fake(ordinal: usize, uuid: &str, pci: &str) -> DeviceInfo {
+        DeviceInfo {
+            ordinal,
+            name: "test".into(),
+            compute_capability: (9, 0),
+            sm_count: 1,
+            total_memory: 1,
+            pci_bus_id: pci.into(),
+            uuid: Some(uuid.into()),
+        }
+    }
+
+    fn two() -> Vec<DeviceInfo> {
+        vec![
+            fake(
+                0,
+                "GPU-8a1c2d3e-0000-1111-2222-333344445555",
+                "00000000:1B:00.0",
+            ),
+            fake(
+                1,
+                "GPU-8a1c9999-aaaa-bbbb-cccc-ddddeeeeffff",
+                "00000000:2C:00.0",
+            ),
+        ]
+    }
+
+    #[test]
+    fn devices_are_named_by_ordinal_uuid_or_pci_bus_id() {
+        let all = two();
+        assert_eq!(select_from(&all, "1,0").unwrap(), vec![1, 0]);
+        assert_eq!(select_from(&all, " 1 ").unwrap(), vec![1]);
+        assert_eq!(select_from(&all, "GPU-8a1c9999").unwrap(), vec![1]);
+        assert_eq!(select_from(&all, "8A1C2D3E-0000").unwrap(), vec![0]);
+        assert_eq!(select_from(&all, "00000000:2c:00.0,0").unwrap(), vec![1, 0]);
+        assert_eq!(select_from(&all, "").unwrap(), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn unknown_ambiguous_or_repeated_devices_are_errors() {
+        let all = two();
+        let unknown = select_from(&all, "GPU-ffffffff").unwrap_err();
+        assert!(matches!(unknown, Error::NoSuchDevice { .. }), "{unknown}");
+        assert!(
+            unknown.to_string().contains("PCI 00000000:1B:00.0"),
+            "{unknown}"
+        );
+        // A prefix both UUIDs share, and one too short to mean anything.
+        assert!(matches!(
+            select_from(&all, "GPU-8a1c"),
+            Err(Error::NoSuchDevice { .. })
+        ));
+        assert!(matches!(
+            select_from(&all, "2"),
+            Err(Error::DeviceOutOfRange {
+                ordinal: 2,
+                count: 2
+            })
+        ));
+        let twice = select_from(&all, "0,GPU-8a1c2d3e").unwrap_err();
+        assert!(
+            matches!(twice, Error::DeviceListedTwice { ordinal: 0, .. }),
+            "{twice}"
+        );
     }
 }

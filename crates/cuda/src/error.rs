@@ -39,6 +39,16 @@ pub enum Error {
     /// A device ordinal past the last device.
     #[error("device {ordinal} does not exist: the driver reports {count} devices")]
     DeviceOutOfRange { ordinal: usize, count: usize },
+    /// A device named by UUID or PCI bus id that the driver does not report.
+    #[error("no device matches {name:?}: the driver reports {known}")]
+    NoSuchDevice { name: String, known: String },
+    /// A device listed twice (one device listed twice is not two devices).
+    #[error("device {ordinal} is listed twice ({first:?} and {second:?})")]
+    DeviceListedTwice {
+        ordinal: usize,
+        first: String,
+        second: String,
+    },
     /// Source and destination of a copy differ in length.
     #[error(
         "{what}: lengths differ: source has {source_len} elements, destination {destination_len}"

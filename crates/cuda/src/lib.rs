@@ -28,7 +28,8 @@ mod stream;
 pub mod testing;
 
 pub use context::{
-    device_count, device_info, devices, driver_version, Context, DeviceInfo, MemInfo,
+    device_count, device_info, devices, driver_version, select_devices, Context, DeviceInfo,
+    MemInfo,
 };
 pub use error::{Error, Result, CUDA_ERROR_NO_DEVICE, CUDA_ERROR_OUT_OF_MEMORY};
 pub use memory::{byte_len, DeviceBuffer};

@@ -121,6 +121,23 @@ pub mod device {
         Ok(v)
     }
 
+    /// The device's UUID, as `nvidia-smi -L` prints it (`GPU-` and 32 hex digits in groups).
+    pub fn uuid(dev: CUdevice) -> Result<String> {
+        let mut b = [0u8; 16];
+        // SAFETY: the driver writes 16 bytes (a CUuuid).
+        unsafe { drv_opt!(cuDeviceGetUuid(&mut b, dev)) }?;
+        let hex =
+            |r: std::ops::Range<usize>| b[r].iter().map(|x| format!("{x:02x}")).collect::<String>();
+        Ok(format!(
+            "GPU-{}-{}-{}-{}-{}",
+            hex(0..4),
+            hex(4..6),
+            hex(6..8),
+            hex(8..10),
+            hex(10..16)
+        ))
+    }
+
     /// The PCI bus id, e.g. `0000:1B:00.0`.
     pub fn pci_bus_id(dev: CUdevice) -> Result<String> {
         let mut buf = [0 as c_char; 64];

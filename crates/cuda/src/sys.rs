@@ -132,6 +132,7 @@ driver_api! {
         cuMemPoolTrimTo: fn(CUmemoryPool, usize);
         cuMemPoolSetAttribute: fn(CUmemoryPool, c_int, *mut c_void);
         cuFuncGetParamInfo: fn(CUfunction, usize, *mut usize, *mut usize);
+        cuDeviceGetUuid: fn(*mut [u8; 16], CUdevice);
     }
 }
 

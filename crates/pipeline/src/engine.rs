@@ -60,7 +60,8 @@ pub enum G2Placement {
 pub struct Config {
     /// Where the stages run.
     pub backend: Backend,
-    /// Device ordinals (`None`: all).
+    /// Device ordinals (`None`: all); each at most once. `zkpipe_cuda::select_devices` turns
+    /// UUIDs and PCI bus ids into ordinals.
     pub devices: Option<Vec<usize>>,
     /// Workers sharing each device. Default 2.
     pub workers_per_device: usize,
@@ -321,6 +322,16 @@ fn start_devices(cfg: &Config) -> Result<Vec<Arc<DeviceShared>>, ProveError> {
         Some(d) => d.clone(),
         None => (0..zkpipe_cuda::device_count().map_err(|e| ProveError::device(0, e))?).collect(),
     };
+    for (i, &o) in ordinals.iter().enumerate() {
+        if ordinals[..i].contains(&o) {
+            let e = zkpipe_cuda::Error::DeviceListedTwice {
+                ordinal: o,
+                first: o.to_string(),
+                second: o.to_string(),
+            };
+            return Err(ProveError::device(o, e));
+        }
+    }
     ordinals
         .into_iter()
         .map(|o| {
