@@ -159,6 +159,8 @@ impl Tally {
 struct Held {
     jobs: u64,
     budget: usize,
+    /// Of `budget`, what is kept between jobs (resident keys, workers' job memory).
+    kept: usize,
     pinned: usize,
     live: zkpipe_cuda::census::Live,
     rss: u64,
@@ -288,45 +290,65 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         checkpoints,
     } = seen.into_inner().unwrap_or_else(|p| p.into_inner());
     let finished = tally.finished();
-    // Idle: nothing runs, so what is still held is what the engine keeps between jobs.
+    // Idle (the jobs of dropped handles may still run): what is still held then is what the
+    // engine keeps between jobs.
+    let mut problems = Vec::new();
+    if let Err(running) = wait_idle(&engine, Duration::from_secs(60)) {
+        problems.push(format!(
+            "{running} jobs still running 60 s after the last was waited for"
+        ));
+    }
     let end = held(&engine, finished);
     report(&engine, &tally, &mut window, finished, t0, &dropped);
     let st = engine.shutdown();
     drop(engine);
     let live_after = zkpipe_cuda::census::live();
-    let mut problems = Vec::new();
     for c in &checkpoints {
         crate::say!(
-            "after {:>5} jobs: budget in use {} B, pinned in use {} B, live {:?}, RSS {:.2} GiB",
+            "after {:>5} jobs: budget in use {} B ({} B kept), pinned in use {} B, live {:?}, RSS {:.2} GiB",
             c.jobs,
             c.budget,
+            c.kept,
             c.pinned,
             c.live,
             c.rss as f64 / (1u64 << 30) as f64
         );
     }
     crate::say!(
-        "at the end ({} jobs): budget in use {} B, pinned in use {} B, live {:?}, RSS {:.2} GiB",
+        "at the end ({} jobs): budget in use {} B ({} B kept), pinned in use {} B, live {:?}, RSS {:.2} GiB",
         end.jobs,
         end.budget,
+        end.kept,
         end.pinned,
         end.live,
         end.rss as f64 / (1u64 << 30) as f64
     );
-    // Warm-up ends after 1000 jobs (10 in a run too short for that): by then every worker has
-    // met every key, and the memory each keeps per shape is made.
+    // Idle at the end: every byte still granted is kept for a next job, by its worker or as
+    // a resident key. Kept memory grows as workers meet new shapes, up to one set per worker
+    // and shape; growth of anything else is a leak.
+    if end.budget != end.kept {
+        problems.push(format!(
+            "{} B of the VRAM budget held by no job while idle ({} B in use, {} B kept)",
+            end.budget.saturating_sub(end.kept),
+            end.budget,
+            end.kept
+        ));
+    }
+    // Warm-up ends after 1000 jobs (10 in a run too short for that).
     let warm = checkpoints
         .iter()
         .rev()
         .find(|c| c.jobs == 1000 || c.jobs == 10);
     if let Some(first) = warm {
-        if end.budget > first.budget {
-            problems.push(format!(
-                "VRAM budget in use grew from {} to {} B",
-                first.budget, end.budget
-            ));
-        }
-        if end.live.device_allocations > first.live.device_allocations {
+        // Device allocations are comparable while the kept memory is the same set.
+        if end.kept != first.kept {
+            crate::say!(
+                "kept memory went from {} to {} B after {} jobs (workers met new shapes): driver allocation counts not compared",
+                first.kept,
+                end.kept,
+                first.jobs
+            );
+        } else if end.live.device_allocations > first.live.device_allocations {
             problems.push(format!(
                 "driver allocations grew: {:?} then {:?}",
                 first.live, end.live
@@ -374,11 +396,28 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     }
 }
 
+/// Waits until every submitted job is done, failed or cancelled; else the count still running.
+fn wait_idle(engine: &Engine, limit: Duration) -> Result<(), u64> {
+    let until = Instant::now() + limit;
+    loop {
+        let st = engine.stats();
+        let running = st.submitted - (st.done + st.failed + st.cancelled).min(st.submitted);
+        if running == 0 {
+            return Ok(());
+        }
+        if Instant::now() >= until {
+            return Err(running);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn held(engine: &Engine, jobs: u64) -> Held {
     let st = engine.stats();
     Held {
         jobs,
         budget: st.vram_budget_in_use,
+        kept: st.vram_kept,
         pinned: st.pinned_in_use,
         live: zkpipe_cuda::census::live(),
         rss: rss_bytes().unwrap_or(0),

@@ -714,6 +714,7 @@ impl Engine {
         st.pinned_high_water = pinned;
         st.quarantined_devices = self.quarantined().len();
         st.vram_budget_in_use = self.devices.iter().map(|d| d.budget.stats().in_use).sum();
+        st.vram_kept = self.devices.iter().map(|d| d.kept_bytes()).sum();
         st.pinned_in_use = self
             .devices
             .iter()

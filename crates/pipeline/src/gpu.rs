@@ -4,7 +4,7 @@
 //! combined after the lock is let go.
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -47,7 +47,7 @@ pub(crate) struct ResidentKey {
     a: DeviceBases<G1>,
     b_g1: DeviceBases<G1>,
     b_g2: Option<DeviceBases<G2>>,
-    _grant: VramGrant,
+    grant: VramGrant,
 }
 
 impl ResidentKey {
@@ -77,6 +77,8 @@ pub(crate) struct DeviceShared {
     memory: Reclaim<Kept>,
     /// Why the device was quarantined, once it was.
     quarantine: Mutex<Option<String>>,
+    /// Budget bytes of the workers' NTT tables.
+    table_bytes: AtomicUsize,
 }
 
 /// How a device is set up for the engine.
@@ -107,7 +109,22 @@ impl DeviceShared {
             resident: Mutex::new(None),
             memory: Reclaim::default(),
             quarantine: Mutex::new(None),
+            table_bytes: AtomicUsize::new(0),
         })
+    }
+
+    /// Budget bytes held between jobs: the resident key, the workers' NTT tables and the idle
+    /// job memory they keep.
+    pub fn kept_bytes(&self) -> usize {
+        let resident = self
+            .resident
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map_or(0, |(_, key)| key.grant.bytes());
+        resident
+            + self.table_bytes.load(Ordering::SeqCst)
+            + self.memory.idle_sum(|k| k.grant.bytes())
     }
 
     /// Why the device is quarantined, if it is.
@@ -208,7 +225,7 @@ type MemoryShape = (usize, HStep, usize, usize);
 struct Kept {
     shape: MemoryShape,
     mem: JobMemory,
-    _grant: VramGrant,
+    grant: VramGrant,
 }
 
 /// The job a worker runs: its number, key and deadline.
@@ -284,6 +301,14 @@ pub(crate) struct GpuWorker {
     tables: Mutex<HashMap<u32, VramGrant>>,
     /// The deadline of the job being run: waits for memory end by it.
     deadline: Mutex<Option<Instant>>,
+}
+
+impl Drop for GpuWorker {
+    fn drop(&mut self) {
+        let tables = self.tables.get_mut().unwrap_or_else(|p| p.into_inner());
+        let bytes: usize = tables.values().map(VramGrant::bytes).sum();
+        self.dev.table_bytes.fetch_sub(bytes, Ordering::SeqCst);
+    }
 }
 
 impl GpuWorker {
@@ -565,8 +590,13 @@ impl GpuWorker {
         if tables.contains_key(&log_n) {
             return Ok(());
         }
-        let bytes = self.ntt.table_bytes(log_n);
-        tables.insert(log_n, self.dev.acquire(bytes, None, self.deadline())?);
+        let grant = self
+            .dev
+            .acquire(self.ntt.table_bytes(log_n), None, self.deadline())?;
+        self.dev
+            .table_bytes
+            .fetch_add(grant.bytes(), Ordering::SeqCst);
+        tables.insert(log_n, grant);
         Ok(())
     }
 
@@ -627,7 +657,7 @@ impl GpuWorker {
                 ),
                 false => None,
             },
-            _grant: grant,
+            grant,
         });
         tracing::info!(
             device = self.ordinal(),
@@ -657,7 +687,7 @@ impl GpuWorker {
                 };
                 Ok((mem, None))
             }
-            JobMemorySource::Reused(k) => Ok((k.mem, Some((k.shape, k._grant)))),
+            JobMemorySource::Reused(k) => Ok((k.mem, Some((k.shape, k.grant)))),
             JobMemorySource::New(shape, grant) => {
                 let mem = JobMemory {
                     h_step: self.alloc_h_step(shape)?,
@@ -700,11 +730,7 @@ impl GpuWorker {
 
     /// Keeps `mem` for the device's next job of its shape.
     fn keep(&self, shape: MemoryShape, mem: JobMemory, grant: VramGrant) {
-        self.dev.memory.put(Kept {
-            shape,
-            mem,
-            _grant: grant,
-        });
+        self.dev.memory.put(Kept { shape, mem, grant });
     }
 
     /// Staging, outside the lock: a, b (and c, unless the plan copies it in later from

@@ -113,6 +113,11 @@ pub(crate) fn render(st: &EngineStats, queued: u64, stages: &StageHistograms) ->
             st.vram_budget_in_use,
         ),
         (
+            "zkpipe_vram_kept_bytes",
+            "Of the budget in use, what is kept between jobs: resident keys, workers' job memory.",
+            st.vram_kept,
+        ),
+        (
             "zkpipe_pinned_high_water_bytes",
             "The most pinned staging and lent witness memory out at once.",
             st.pinned_high_water,

@@ -68,6 +68,7 @@ impl Counters {
             key_pinned_bytes: self.key_pinned_bytes.load(Ordering::Relaxed),
             quarantined_devices: 0,
             vram_budget_in_use: 0,
+            vram_kept: 0,
             pinned_in_use: 0,
         }
     }
@@ -151,6 +152,9 @@ pub struct EngineStats {
     /// Bytes the VRAM budgets grant now (summed over devices): NTT tables, a resident key,
     /// idle job memory, running jobs.
     pub vram_budget_in_use: usize,
+    /// Of `vram_budget_in_use`, the bytes held between jobs: resident keys and the idle job
+    /// memory each worker keeps for a next job of its shape.
+    pub vram_kept: usize,
     /// Pinned staging and lent witness memory handed out now (summed over devices).
     pub pinned_in_use: usize,
 }

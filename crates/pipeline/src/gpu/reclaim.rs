@@ -76,6 +76,11 @@ impl<T> Reclaim<T> {
         idle.remove(at)
     }
 
+    /// The sum of `size` over the idle entries kept now.
+    pub fn idle_sum(&self, size: impl Fn(&T) -> usize) -> usize {
+        self.lock().iter().map(size).sum()
+    }
+
     /// Idle memory entries kept now.
     #[cfg(test)]
     pub fn idle_len(&self) -> usize {

@@ -64,6 +64,10 @@ fn a_job_too_large_for_the_budget_is_an_error_and_the_engine_goes_on() {
         .unwrap()
         .wait()
         .unwrap();
+    // Idle: what the budget still grants is all kept for a next job (tables, key, memory).
+    let idle = engine.stats();
+    assert!(idle.vram_kept > 0, "{idle:?}");
+    assert_eq!(idle.vram_budget_in_use, idle.vram_kept, "{idle:?}");
     let st = engine.shutdown();
     assert_eq!((st.done, st.failed), (1, 1));
     assert!(st.vram_budget_high_water <= 96 << 20);
