@@ -3,7 +3,7 @@
 use std::time::Instant;
 
 use serde_json::json;
-use zkpipe_cuda::{Context, Cubin, KernelImage, Module, Prefer};
+use zkpipe_cuda::{Context, Cubin, ImageBytes, KernelImage, Module, Prefer, Ptx};
 
 use crate::{BenchResult, Report};
 
@@ -12,10 +12,13 @@ const FIELD: KernelImage = zkpipe_field::kernels::IMAGE;
 /// ec-gpu-gen's own kernels (the baseline of later benchmarks).
 pub const ECGPU: KernelImage = KernelImage {
     name: "ecgpu",
-    ptx: include_str!("../../ptx/ecgpu.ptx"),
+    ptx: Some(Ptx {
+        arch: (7, 5),
+        text: ImageBytes::Zstd(include_bytes!("../../ptx/ecgpu.compute_75.ptx.zst")),
+    }),
     cubins: &[Cubin {
         arch: (9, 0),
-        image: include_bytes!("../../ptx/ecgpu.sm_90.cubin"),
+        image: ImageBytes::Zstd(include_bytes!("../../ptx/ecgpu.sm_90.cubin.zst")),
     }],
 };
 
@@ -41,11 +44,13 @@ pub fn run(ptx: bool) -> BenchResult<Report> {
                 total_cubin += ms;
             }
             table.push_str(&format!(
-                "| {} | {:?} | {ms:.1} |\n",
+                "| {} | {} | {ms:.1} |\n",
                 image.name,
                 m.loaded_from()
             ));
-            rows.push(json!({"module": image.name, "form": format!("{:?}", m.loaded_from()), "load_ms": ms}));
+            rows.push(
+                json!({"module": image.name, "form": m.loaded_from().to_string(), "load_ms": ms}),
+            );
         }
     }
     table.push_str(&format!("all modules from cubins: {total_cubin:.1} ms\n"));

@@ -1,7 +1,7 @@
 //! `zkpipe info`: the driver version and every device, or a plain statement that there is none.
 
 use serde::Serialize;
-use zkpipe_cuda::{Context, Error};
+use zkpipe_cuda::{Context, Error, Module};
 
 #[derive(Debug, Serialize)]
 struct Device {
@@ -15,6 +15,50 @@ struct Device {
     uuid: Option<String>,
     /// The largest NTT domain (log2) whose full root tables the device keeps.
     ntt_full_tables_max_log_n: u32,
+    /// The engine's kernel modules as loaded on the device.
+    kernels: Vec<Kernel>,
+}
+
+/// One kernel module loaded on a device: the form chosen, or why none loaded.
+#[derive(Debug, Serialize)]
+struct Kernel {
+    module: &'static str,
+    /// "cubin sm_90", "PTX compute_75", …
+    form: Option<String>,
+    load_ms: Option<f64>,
+    error: Option<String>,
+}
+
+/// Loads the engine's modules as the engine does (`ZKPIPE_FORCE_PTX=1` forces the PTX).
+fn kernels(ctx: Result<std::sync::Arc<Context>, Error>) -> Vec<Kernel> {
+    let images = [
+        zkpipe_stream::kernels::IMAGE,
+        zkpipe_ntt::kernels::IMAGE,
+        zkpipe_msm::kernels::IMAGE,
+    ];
+    images
+        .iter()
+        .map(|image| {
+            match ctx
+                .as_ref()
+                .map_err(Clone::clone)
+                .and_then(|c| Module::load(c, image))
+            {
+                Ok(m) => Kernel {
+                    module: image.name,
+                    form: Some(m.loaded_from().to_string()),
+                    load_ms: Some(m.load_ms()),
+                    error: None,
+                },
+                Err(e) => Kernel {
+                    module: image.name,
+                    form: None,
+                    load_ms: None,
+                    error: Some(e.to_string()),
+                },
+            }
+        })
+        .collect()
 }
 
 #[derive(Debug, Serialize)]
@@ -42,10 +86,12 @@ fn collect() -> Result<Report, Error> {
     };
     let mut devices = Vec::new();
     for info in zkpipe_cuda::devices()? {
-        let free = Context::new(info.ordinal)
-            .and_then(|c| c.mem_info())
-            .map(|m| m.free)
-            .ok();
+        let ctx = Context::new(info.ordinal);
+        let free = ctx
+            .as_ref()
+            .ok()
+            .and_then(|c| c.mem_info().ok())
+            .map(|m| m.free);
         devices.push(Device {
             ordinal: info.ordinal,
             name: info.name,
@@ -59,6 +105,7 @@ fn collect() -> Result<Report, Error> {
             pci_bus_id: info.pci_bus_id,
             uuid: info.uuid,
             ntt_full_tables_max_log_n: zkpipe_ntt::kernels::full_table_limit(info.total_memory),
+            kernels: kernels(ctx),
         });
     }
     let no_gpu_reason = devices
@@ -102,6 +149,15 @@ pub fn run(json: bool) -> Result<(), Box<dyn std::error::Error>> {
             d.uuid.as_deref().unwrap_or("no UUID"),
             d.ntt_full_tables_max_log_n
         );
+        for k in &d.kernels {
+            match (&k.form, k.load_ms, &k.error) {
+                (Some(form), Some(ms), _) => {
+                    println!("  kernels {}: {form} (loaded in {ms:.0} ms)", k.module)
+                }
+                (_, _, Some(e)) => println!("  kernels {}: not loaded: {e}", k.module),
+                _ => {}
+            }
+        }
     }
     Ok(())
 }

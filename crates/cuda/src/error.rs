@@ -74,6 +74,16 @@ pub enum Error {
         end: usize,
         len: usize,
     },
+    /// No form of a module's image runs on the device under this driver.
+    #[error(transparent)]
+    NoKernelImage(Box<NoKernelImage>),
+    /// An embedded image that cannot be unpacked.
+    #[error("module {module}: the {form} image cannot be read: {reason}")]
+    BadImage {
+        module: &'static str,
+        form: String,
+        reason: String,
+    },
     /// A module has no function of that name.
     #[error("module {module} has no function {function}")]
     FunctionNotFound { module: String, function: String },
@@ -151,3 +161,15 @@ impl Error {
 
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// No form of a module's image runs on the device under this driver: the module, the device's
+/// architecture, the driver, the forms the image carries and those the driver refused.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("no kernel image of module {module} runs on this device (sm_{}{}) under {}: it carries {carried}{}", arch.0, arch.1, driver.map_or("this driver".to_string(), |(x, y)| format!("the CUDA {x}.{y} driver")), if refused.is_empty() { String::new() } else { format!("; refused: {}", refused.join("; ")) })]
+pub struct NoKernelImage {
+    pub module: &'static str,
+    pub arch: (u32, u32),
+    pub driver: Option<(u32, u32)>,
+    pub carried: String,
+    pub refused: Vec<String>,
+}

@@ -31,9 +31,10 @@ pub use context::{
     device_count, device_info, devices, driver_version, select_devices, Context, DeviceInfo,
     MemInfo,
 };
-pub use error::{Error, Result, CUDA_ERROR_NO_DEVICE, CUDA_ERROR_OUT_OF_MEMORY};
+pub use error::{Error, NoKernelImage, Result, CUDA_ERROR_NO_DEVICE, CUDA_ERROR_OUT_OF_MEMORY};
 pub use memory::{byte_len, DeviceBuffer};
 pub use module::{
-    Cubin, Function, KernelImage, KernelParam, LaunchConfig, LoadedFrom, Module, Prefer,
+    Cubin, Function, ImageBytes, KernelImage, KernelParam, LaunchConfig, LoadedFrom, Module,
+    Prefer, Ptx,
 };
 pub use stream::{Event, Stream};

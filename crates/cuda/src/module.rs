@@ -13,33 +13,149 @@ use crate::memory::DeviceBuffer;
 use crate::result::module;
 use crate::stream::Stream;
 
+/// Bytes of an embedded image: zstd-compressed, as `cargo xtask ptx` writes them, or plain.
+#[derive(Debug, Clone, Copy)]
+pub enum ImageBytes {
+    /// zstd-compressed.
+    Zstd(&'static [u8]),
+    /// As the driver takes them.
+    Plain(&'static [u8]),
+}
+
+impl ImageBytes {
+    /// The bytes as the driver takes them.
+    fn unpack(&self, module: &'static str, what: &str) -> Result<Vec<u8>> {
+        match self {
+            ImageBytes::Plain(b) => Ok(b.to_vec()),
+            ImageBytes::Zstd(b) => zstd::stream::decode_all(*b).map_err(|e| Error::BadImage {
+                module,
+                form: what.to_string(),
+                reason: e.to_string(),
+            }),
+        }
+    }
+}
+
 /// A compiled cubin for one architecture.
 #[derive(Debug, Clone, Copy)]
 pub struct Cubin {
     /// The `sm_XY` it was built for, as (X, Y).
     pub arch: (u32, u32),
-    /// The image bytes.
-    pub image: &'static [u8],
+    /// The image.
+    pub image: ImageBytes,
 }
 
-/// A stage's kernels as embedded in its crate: PTX, plus cubins for known architectures.
+/// PTX for a virtual architecture: the driver JIT-compiles it for a device of that
+/// architecture or newer.
+#[derive(Debug, Clone, Copy)]
+pub struct Ptx {
+    /// The `compute_XY` it was built for, as (X, Y).
+    pub arch: (u32, u32),
+    /// The text.
+    pub text: ImageBytes,
+}
+
+/// A stage's kernels as embedded in its crate: cubins for known architectures, plus PTX.
 #[derive(Debug, Clone, Copy)]
 pub struct KernelImage {
     /// The module's name (the stage), for messages.
     pub name: &'static str,
-    /// PTX text; JIT-compiled by the driver when no cubin fits the device.
-    pub ptx: &'static str,
+    /// PTX; JIT-compiled by the driver when no cubin fits the device.
+    pub ptx: Option<Ptx>,
     /// Prebuilt cubins.
     pub cubins: &'static [Cubin],
+}
+
+impl KernelImage {
+    /// The forms to try on a device of compute capability `cc`, best first: the cubin of the
+    /// highest architecture of the device's major version not above it (cubins run on later
+    /// minor versions of their major), then the PTX when its architecture is not above the
+    /// device's. With [`Prefer::Ptx`], the PTX alone.
+    pub fn candidates(&self, cc: (u32, u32), prefer: Prefer) -> Vec<LoadedFrom> {
+        let mut forms = Vec::new();
+        if prefer == Prefer::Cubin {
+            let mut cubins: Vec<(u32, u32)> = self
+                .cubins
+                .iter()
+                .map(|c| c.arch)
+                .filter(|a| a.0 == cc.0 && a.1 <= cc.1)
+                .collect();
+            cubins.sort_by(|a, b| b.cmp(a));
+            forms.extend(cubins.into_iter().map(LoadedFrom::Cubin));
+        }
+        if let Some(p) = self.ptx.filter(|p| p.arch <= cc) {
+            forms.push(LoadedFrom::Ptx(p.arch));
+        }
+        forms
+    }
+
+    /// The forms it carries, for messages: "cubins sm_75, sm_90; PTX compute_75".
+    pub fn forms(&self) -> String {
+        let cubins: Vec<String> = self
+            .cubins
+            .iter()
+            .map(|c| format!("sm_{}{}", c.arch.0, c.arch.1))
+            .collect();
+        let ptx = self.ptx.map_or("no PTX".to_string(), |p| {
+            LoadedFrom::Ptx(p.arch).to_string()
+        });
+        match cubins.is_empty() {
+            true => format!("no cubins; {ptx}"),
+            false => format!("cubins {}; {ptx}", cubins.join(", ")),
+        }
+    }
+
+    /// The driver-ready bytes of `form`, NUL-terminated for PTX.
+    fn bytes(&self, form: LoadedFrom) -> Result<Vec<u8>> {
+        let missing = || Error::BadImage {
+            module: self.name,
+            form: form.to_string(),
+            reason: "not in the image".to_string(),
+        };
+        match form {
+            LoadedFrom::Cubin(arch) => self
+                .cubins
+                .iter()
+                .find(|c| c.arch == arch)
+                .ok_or_else(missing)?
+                .image
+                .unpack(self.name, &form.to_string()),
+            LoadedFrom::Ptx(_) => {
+                let mut text = self
+                    .ptx
+                    .ok_or_else(missing)?
+                    .text
+                    .unpack(self.name, &form.to_string())?;
+                if text.contains(&0) {
+                    return Err(Error::BadImage {
+                        module: self.name,
+                        form: form.to_string(),
+                        reason: "the PTX holds a NUL byte".to_string(),
+                    });
+                }
+                text.push(0);
+                Ok(text)
+            }
+        }
+    }
 }
 
 /// Which form of the image was loaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LoadedFrom {
-    /// A cubin for (X, Y).
+    /// A cubin for `sm_XY`, as (X, Y).
     Cubin((u32, u32)),
-    /// The PTX, compiled by the driver.
-    Ptx,
+    /// The PTX for `compute_XY`, compiled by the driver.
+    Ptx((u32, u32)),
+}
+
+impl std::fmt::Display for LoadedFrom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LoadedFrom::Cubin((x, y)) => write!(f, "cubin sm_{x}{y}"),
+            LoadedFrom::Ptx((x, y)) => write!(f, "PTX compute_{x}{y}"),
+        }
+    }
 }
 
 /// Whether to use a matching cubin, or always the PTX.
@@ -50,6 +166,26 @@ pub enum Prefer {
     /// The PTX (to measure or test the JIT path).
     Ptx,
 }
+
+impl Prefer {
+    /// [`Prefer::Ptx`] when the environment sets `ZKPIPE_FORCE_PTX=1`, else [`Prefer::Cubin`].
+    pub fn from_env() -> Self {
+        match std::env::var("ZKPIPE_FORCE_PTX").as_deref() {
+            Ok("1") => Prefer::Ptx,
+            _ => Prefer::Cubin,
+        }
+    }
+}
+
+/// Driver errors that say a form does not fit this device or driver (the next form may).
+const DOES_NOT_FIT: &[u32] = &[
+    200, // CUDA_ERROR_INVALID_IMAGE
+    209, // CUDA_ERROR_NO_BINARY_FOR_GPU
+    218, // CUDA_ERROR_INVALID_PTX
+    221, // CUDA_ERROR_JIT_COMPILER_NOT_FOUND
+    222, // CUDA_ERROR_UNSUPPORTED_PTX_VERSION
+    223, // CUDA_ERROR_JIT_COMPILATION_DISABLED
+];
 
 /// A loaded module.
 #[derive(Debug)]
@@ -67,51 +203,52 @@ unsafe impl Send for Module {}
 unsafe impl Sync for Module {}
 
 impl Module {
-    /// Loads `image` into `ctx`: a cubin that runs on the device when there is one, else PTX.
+    /// Loads `image` into `ctx`: the best cubin for the device, else its PTX
+    /// (`ZKPIPE_FORCE_PTX=1` forces the PTX).
     pub fn load(ctx: &Arc<Context>, image: &KernelImage) -> Result<Arc<Self>> {
-        Self::load_with(ctx, image, Prefer::Cubin)
+        Self::load_with(ctx, image, Prefer::from_env())
     }
 
-    /// Loads `image`, choosing the form as `prefer` says.
+    /// Loads `image`, trying its forms in [`KernelImage::candidates`]' order: a form the
+    /// device or driver refuses is logged and the next tried; none left is
+    /// [`Error::NoKernelImage`], naming the device's architecture and the driver.
     pub fn load_with(ctx: &Arc<Context>, image: &KernelImage, prefer: Prefer) -> Result<Arc<Self>> {
         ctx.bind()?;
-        let (cc_major, cc_minor) = ctx.info().compute_capability;
-        let cubin = image
-            .cubins
-            .iter()
-            .filter(|c| c.arch.0 == cc_major && c.arch.1 <= cc_minor)
-            .max_by_key(|c| c.arch.1)
-            .filter(|_| prefer == Prefer::Cubin);
-        let start = Instant::now();
-        let (raw, from) = match cubin {
-            // SAFETY: a cubin image built by `cargo xtask ptx`; the context is current.
-            Some(c) => (
-                unsafe { module::load_data(c.image.as_ptr().cast()) }?,
-                LoadedFrom::Cubin(c.arch),
-            ),
-            None => {
-                let text = CString::new(image.ptx.as_bytes().to_vec()).map_err(|_| {
-                    Error::InvalidLaunch {
-                        function: image.name.to_string(),
-                        reason: "the PTX holds a NUL byte".to_string(),
-                    }
-                })?;
-                // SAFETY: NUL-terminated PTX text; the context is current.
-                (
-                    unsafe { module::load_data(text.as_ptr().cast::<c_void>()) }?,
-                    LoadedFrom::Ptx,
-                )
+        let cc = ctx.info().compute_capability;
+        let mut refused = Vec::new();
+        for form in image.candidates(cc, prefer) {
+            let bytes = image.bytes(form)?;
+            let start = Instant::now();
+            // SAFETY: a cubin or NUL-terminated PTX built by `cargo xtask ptx` (or a test's
+            // fixture); the context is current.
+            match unsafe { module::load_data(bytes.as_ptr().cast::<c_void>()) } {
+                Ok(raw) => {
+                    let load_ms = start.elapsed().as_secs_f64() * 1e3;
+                    tracing::debug!(module = image.name, %form, load_ms, "module loaded");
+                    return Ok(Arc::new(Self {
+                        ctx: Arc::clone(ctx),
+                        raw,
+                        name: image.name,
+                        from: form,
+                        load_ms,
+                    }));
+                }
+                Err(e) if e.code().is_some_and(|c| DOES_NOT_FIT.contains(&c)) => {
+                    tracing::warn!(module = image.name, %form, reason = %e, "kernel image refused; trying the next");
+                    refused.push(format!("{form}: {e}"));
+                }
+                Err(e) => return Err(e),
             }
-        };
-        let load_ms = start.elapsed().as_secs_f64() * 1e3;
-        tracing::debug!(module = image.name, ?from, load_ms, "module loaded");
-        Ok(Arc::new(Self {
-            ctx: Arc::clone(ctx),
-            raw,
-            name: image.name,
-            from,
-            load_ms,
-        }))
+        }
+        Err(Error::NoKernelImage(Box::new(
+            crate::error::NoKernelImage {
+                module: image.name,
+                arch: cc,
+                driver: crate::context::driver_version().ok(),
+                carried: image.forms(),
+                refused,
+            },
+        )))
     }
 
     /// Which form was loaded.
@@ -136,11 +273,18 @@ impl Module {
         let raw = unsafe { module::get_function(self.raw, &cname) }?.ok_or_else(not_found)?;
         // SAFETY: `raw` was just looked up in a live module.
         let params = unsafe { module::param_sizes(raw) }?;
+        // SAFETY: as above.
+        let max_threads =
+            unsafe { module::get_attribute(raw, module::ATTR_MAX_THREADS_PER_BLOCK) }?;
+        // SAFETY: as above.
+        let registers = unsafe { module::get_attribute(raw, module::ATTR_NUM_REGS) }?;
         Ok(Function {
             module: Arc::clone(self),
             raw,
             name: name.to_string(),
             params,
+            max_threads: max_threads.max(1) as u32,
+            registers: registers.max(0) as u32,
         })
     }
 }
@@ -223,6 +367,11 @@ pub struct Function {
     raw: CUfunction,
     name: String,
     params: Option<Vec<usize>>,
+    /// The most threads a block may have on this device, as the driver says for this
+    /// compiled form (its registers a thread decide).
+    max_threads: u32,
+    /// Registers a thread.
+    registers: u32,
 }
 
 // SAFETY: function handles may be used from any thread.
@@ -234,6 +383,16 @@ impl Function {
     /// The kernel's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The most threads a block of this kernel may have on this device.
+    pub fn max_threads_per_block(&self) -> u32 {
+        self.max_threads
+    }
+
+    /// Registers a thread of this kernel uses, as compiled for this device.
+    pub fn registers(&self) -> u32 {
+        self.registers
     }
 
     /// Parameter sizes in bytes, when the driver can tell (CUDA 12.4+).
@@ -288,12 +447,13 @@ impl Function {
         self.check_args(args)?;
         let (gx, gy, gz) = cfg.grid;
         let (bx, by, bz) = cfg.block;
-        if gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0 || bx * by * bz > 1024 {
+        let threads = u64::from(bx) * u64::from(by) * u64::from(bz);
+        if gx == 0 || gy == 0 || gz == 0 || threads == 0 || threads > u64::from(self.max_threads) {
             return Err(Error::InvalidLaunch {
                 function: self.name.clone(),
                 reason: format!(
-                    "grid {:?} block {:?} (each at least 1, at most 1024 threads per block)",
-                    cfg.grid, cfg.block
+                    "grid {:?} block {:?} (each at least 1; at most {} threads a block for this kernel on this device, at {} registers a thread)",
+                    cfg.grid, cfg.block, self.max_threads, self.registers
                 ),
             });
         }
@@ -311,5 +471,99 @@ impl Function {
                 &mut ptrs,
             )
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NO_BYTES: ImageBytes = ImageBytes::Plain(b"");
+
+    fn image(cubins: &'static [Cubin]) -> KernelImage {
+        KernelImage {
+            name: "t",
+            ptx: Some(Ptx {
+                arch: (7, 5),
+                text: NO_BYTES,
+            }),
+            cubins,
+        }
+    }
+
+    const ENGINE: &[Cubin] = &[
+        Cubin {
+            arch: (7, 5),
+            image: NO_BYTES,
+        },
+        Cubin {
+            arch: (8, 0),
+            image: NO_BYTES,
+        },
+        Cubin {
+            arch: (8, 6),
+            image: NO_BYTES,
+        },
+        Cubin {
+            arch: (8, 9),
+            image: NO_BYTES,
+        },
+        Cubin {
+            arch: (9, 0),
+            image: NO_BYTES,
+        },
+        Cubin {
+            arch: (10, 0),
+            image: NO_BYTES,
+        },
+        Cubin {
+            arch: (12, 0),
+            image: NO_BYTES,
+        },
+    ];
+
+    #[test]
+    fn the_best_cubin_of_the_devices_major_comes_first_then_the_ptx() {
+        let i = image(ENGINE);
+        let cubin = |x, y| LoadedFrom::Cubin((x, y));
+        let ptx = LoadedFrom::Ptx((7, 5));
+        assert_eq!(i.candidates((9, 0), Prefer::Cubin), vec![cubin(9, 0), ptx]);
+        assert_eq!(
+            i.candidates((8, 6), Prefer::Cubin),
+            vec![cubin(8, 6), cubin(8, 0), ptx]
+        );
+        // Orin (8.7) runs the 8.6 cubin; 8.9 and 9.0 are not for it.
+        assert_eq!(
+            i.candidates((8, 7), Prefer::Cubin),
+            vec![cubin(8, 6), cubin(8, 0), ptx]
+        );
+        assert_eq!(
+            i.candidates((12, 1), Prefer::Cubin),
+            vec![cubin(12, 0), ptx]
+        );
+        // An architecture no cubin is built for: the PTX alone.
+        assert_eq!(i.candidates((11, 0), Prefer::Cubin), vec![ptx]);
+        // Older than the PTX: nothing.
+        assert_eq!(i.candidates((7, 0), Prefer::Cubin), vec![]);
+        // Forced PTX.
+        assert_eq!(i.candidates((9, 0), Prefer::Ptx), vec![ptx]);
+        assert_eq!(
+            i.forms(),
+            "cubins sm_75, sm_80, sm_86, sm_89, sm_90, sm_100, sm_120; PTX compute_75"
+        );
+    }
+
+    #[test]
+    fn a_corrupt_compressed_image_is_an_error_naming_the_module() {
+        let i = KernelImage {
+            name: "t",
+            ptx: Some(Ptx {
+                arch: (7, 5),
+                text: ImageBytes::Zstd(b"not zstd"),
+            }),
+            cubins: &[],
+        };
+        let err = i.bytes(LoadedFrom::Ptx((7, 5))).unwrap_err();
+        assert!(matches!(err, Error::BadImage { module: "t", .. }), "{err}");
     }
 }

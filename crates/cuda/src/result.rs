@@ -501,6 +501,23 @@ pub mod module {
         }
     }
 
+    /// `CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`: the most threads a block of this function
+    /// may have on this device (its registers decide).
+    pub const ATTR_MAX_THREADS_PER_BLOCK: c_int = 0;
+    /// `CU_FUNC_ATTRIBUTE_NUM_REGS`.
+    pub const ATTR_NUM_REGS: c_int = 4;
+
+    /// Reads one function attribute.
+    ///
+    /// # Safety
+    /// `f` is a live function.
+    pub unsafe fn get_attribute(f: CUfunction, attr: c_int) -> Result<c_int> {
+        let mut v: c_int = 0;
+        // SAFETY: a valid out-pointer; `f` is live as the caller promises.
+        unsafe { drv!(cuFuncGetAttribute(&mut v, attr, f)) }?;
+        Ok(v)
+    }
+
     /// `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`.
     pub const ATTR_MAX_DYNAMIC_SHARED: c_int = 8;
 

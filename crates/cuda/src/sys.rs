@@ -109,6 +109,7 @@ driver_api! {
         cuModuleUnload: fn(CUmodule);
         cuModuleGetFunction: fn(*mut CUfunction, CUmodule, *const c_char);
         cuFuncSetAttribute: fn(CUfunction, c_int, c_int);
+        cuFuncGetAttribute: fn(*mut c_int, c_int, CUfunction);
         cuLaunchKernel: fn(
             CUfunction, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, CUstream,
             *mut *mut c_void, *mut *mut c_void

@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use zkpipe_cuda::testing::gpu_context;
 use zkpipe_cuda::{
-    sys, DeviceBuffer, Error, Event, KernelImage, LaunchConfig, LoadedFrom, Module, Prefer, Stream,
+    sys, DeviceBuffer, Error, Event, ImageBytes, KernelImage, LaunchConfig, LoadedFrom, Module,
+    Prefer, Ptx, Stream,
 };
 
 /// Tests in this file run in threads of one process; the ones that allocate take this lock so
@@ -18,7 +19,10 @@ fn memory_lock() -> std::sync::MutexGuard<'static, ()> {
 
 const FILL: KernelImage = KernelImage {
     name: "fill",
-    ptx: include_str!("fixtures/fill.ptx"),
+    ptx: Some(Ptx {
+        arch: (9, 0),
+        text: ImageBytes::Plain(include_bytes!("fixtures/fill.ptx")),
+    }),
     cubins: &[],
 };
 
@@ -182,12 +186,57 @@ fn async_copies_and_events_order_work() {
     assert!(s1.is_idle().unwrap());
 }
 
+/// A cubin claimed for the device's architecture that the driver refuses; the PTX is fine.
+const BROKEN_CUBIN: &[u8] = b"not a cubin";
+
+#[test]
+fn a_refused_cubin_falls_back_to_the_ptx_and_no_fitting_form_is_an_error() {
+    let Some(ctx) = gpu_context() else { return };
+    let _mem = memory_lock();
+    let cc = ctx.info().compute_capability;
+    let cubins = Box::leak(Box::new([zkpipe_cuda::Cubin {
+        arch: cc,
+        image: ImageBytes::Plain(BROKEN_CUBIN),
+    }]));
+    let image = KernelImage {
+        cubins: &cubins[..],
+        ..FILL
+    };
+    assert_eq!(
+        image.candidates(cc, Prefer::Cubin),
+        vec![LoadedFrom::Cubin(cc), LoadedFrom::Ptx((9, 0))]
+    );
+    let m = Module::load_with(&ctx, &image, Prefer::Cubin).unwrap();
+    assert_eq!(m.loaded_from(), LoadedFrom::Ptx((9, 0)));
+    // No PTX, and only the broken cubin: an error naming the architecture and the driver.
+    let image = KernelImage { ptx: None, ..image };
+    let err = Module::load_with(&ctx, &image, Prefer::Cubin).unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, Error::NoKernelImage(_)), "{text}");
+    assert!(text.contains(&format!("sm_{}{}", cc.0, cc.1)), "{text}");
+    assert!(
+        text.contains("driver") && text.contains("refused"),
+        "{text}"
+    );
+    // Nothing for this architecture at all.
+    let elsewhere = Box::leak(Box::new([zkpipe_cuda::Cubin {
+        arch: (cc.0 + 1, 0),
+        image: ImageBytes::Plain(BROKEN_CUBIN),
+    }]));
+    let image = KernelImage {
+        cubins: &elsewhere[..],
+        ..image
+    };
+    let err = Module::load_with(&ctx, &image, Prefer::Cubin).unwrap_err();
+    assert!(err.to_string().contains("carries cubins"), "{err}");
+}
+
 #[test]
 fn modules_load_and_launches_check_arguments() {
     let Some(ctx) = gpu_context() else { return };
     let _mem = memory_lock();
     let module = Module::load_with(&ctx, &FILL, Prefer::Ptx).unwrap();
-    assert_eq!(module.loaded_from(), LoadedFrom::Ptx);
+    assert_eq!(module.loaded_from(), LoadedFrom::Ptx((9, 0)));
     let err = module.function("no_such_kernel").unwrap_err();
     assert!(
         matches!(&err, Error::FunctionNotFound { function, .. } if function == "no_such_kernel"),

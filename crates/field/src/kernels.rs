@@ -1,14 +1,16 @@
 //! Typed launches of the field test kernels (`kernels/field_test.cu`): each wrapper checks
 //! the lengths and holds the one unsafe launch.
 //!
-//! The compiled image ([`IMAGE`], `ptx/field.ptx`) is embedded only with the `image` feature
+//! The compiled image ([`IMAGE`], `ptx/field.*.zst`) is embedded only with the `image` feature
 //! (on by default): `cargo xtask ptx` builds that image from this crate's source, so it uses
 //! the crate without the feature.
 
 use std::sync::Arc;
 
 use bytemuck::Pod;
-use zkpipe_cuda::{Context, DeviceBuffer, Function, KernelImage, LaunchConfig, Module, Stream};
+use zkpipe_cuda::{
+    Context, DeviceBuffer, Function, ImageBytes, KernelImage, LaunchConfig, Module, Stream,
+};
 
 use crate::layout::{Fp, Fp2, Fr, G1Affine, G1Projective, G2Affine, G2Projective};
 
@@ -16,10 +18,13 @@ use crate::layout::{Fp, Fp2, Fr, G1Affine, G1Projective, G2Affine, G2Projective}
 #[cfg(feature = "image")]
 pub const IMAGE: KernelImage = KernelImage {
     name: "field",
-    ptx: include_str!("../../../ptx/field.ptx"),
+    ptx: Some(zkpipe_cuda::Ptx {
+        arch: (7, 5),
+        text: ImageBytes::Zstd(include_bytes!("../../../ptx/field.compute_75.ptx.zst")),
+    }),
     cubins: &[zkpipe_cuda::Cubin {
         arch: (9, 0),
-        image: include_bytes!("../../../ptx/field.sm_90.cubin"),
+        image: ImageBytes::Zstd(include_bytes!("../../../ptx/field.sm_90.cubin.zst")),
     }],
 };
 

@@ -86,12 +86,47 @@ fn outline_fp2(fp2: &str) -> String {
     )
 }
 
+/// ec-gpu-gen writes its constant points and Fp2 elements as C compound literals,
+/// `((T){x, y})`, which nvcc's host-compiler mode accepts and NVRTC does not; `(T{x, y})` is
+/// the same value in C++ and both accept it.
+fn brace_literals(src: &str) -> String {
+    src.lines()
+        .map(|line| match line.starts_with("#define ") {
+            true => brace_literal_line(line),
+            false => line.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Rewrites each `((Name){` in one line as `(Name{`.
+fn brace_literal_line(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(at) = rest.find("((") {
+        let after = &rest[at + 2..];
+        let ident = after
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(after.len());
+        if ident > 0 && after[ident..].starts_with("){") {
+            out.push_str(&rest[..at + 1]);
+            out.push_str(&after[..ident]);
+            rest = &after[ident + 1..];
+        } else {
+            out.push_str(&rest[..at + 2]);
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// The prelude of every stage's kernels: common definitions, Fr, Fp, Fp2, G1 and G2 curve
 /// arithmetic (device functions only), zkpipe's short aliases, and zkpipe's branch-free field
 /// operations (`arith.cu`). The same bytes on every call.
 pub fn cuda_prelude() -> String {
     let [common, fr, fp, fp2, _fft, g1, g2] = parts();
-    [
+    let parts = [
         "// ---- ec-gpu-gen common ----",
         &common,
         "// ---- ec-gpu-gen Fr ----",
@@ -106,27 +141,42 @@ pub fn cuda_prelude() -> String {
         split_kernel(&g2).0,
         ALIASES,
         ARITH,
-    ]
-    .join("\n\n")
+    ];
+    brace_literals(&parts.join("\n\n"))
 }
 
 /// ec-gpu-gen's own kernels (its radix FFT and its G1 and G2 multiexp, bellperson's GPU path),
 /// to follow [`cuda_prelude`] in the baseline module that benchmarks compare with.
 pub fn ec_gpu_gen_kernels() -> String {
     let [_, _, _, _, fft, g1, g2] = parts();
-    [
+    let parts = [
         "// ---- ec-gpu-gen FFT (Fr) ----",
-        &fft,
+        // The FFT's shared buffer is an OpenCL-style `__local` parameter; CUDA has no shared
+        // parameters (nvcc ignores the attribute, NVRTC refuses it) and the kernel takes its
+        // shared memory from `extern __shared__` instead.
+        &fft.replace(
+            "LOCAL blstrs__scalar__Scalar* u_arg",
+            "GLOBAL blstrs__scalar__Scalar* u_arg",
+        ),
         "// ---- ec-gpu-gen multiexp ----",
         split_kernel(&g1).1,
         split_kernel(&g2).1,
-    ]
-    .join("\n\n")
+    ];
+    brace_literals(&parts.join("\n\n"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::cuda_prelude;
+
+    #[test]
+    fn compound_literals_become_brace_initialisations() {
+        assert_eq!(
+            super::brace_literal_line("#define Z ((T_x){A, ((B){1})}) ((x + y))"),
+            "#define Z (T_x{A, (B{1})}) ((x + y))"
+        );
+        assert!(!cuda_prelude().contains("((blstrs__fp2__Fp2){"));
+    }
 
     #[test]
     fn prelude_is_the_same_on_every_call() {

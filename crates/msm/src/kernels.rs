@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use bytemuck::Pod;
 use zkpipe_cuda::{
-    Context, Cubin, DeviceBuffer, Function, KernelImage, LaunchConfig, Module, Stream,
+    Context, DeviceBuffer, Function, ImageBytes, KernelImage, LaunchConfig, Module, Stream,
 };
 use zkpipe_field::Fr;
 
@@ -16,11 +16,40 @@ use crate::cuda::CudaError;
 /// The compiled MSM kernels.
 pub const IMAGE: KernelImage = KernelImage {
     name: "msm",
-    ptx: include_str!("../../../ptx/msm.ptx"),
-    cubins: &[Cubin {
-        arch: (9, 0),
-        image: include_bytes!("../../../ptx/msm.sm_90.cubin"),
-    }],
+    ptx: Some(zkpipe_cuda::Ptx {
+        arch: (7, 5),
+        text: ImageBytes::Zstd(include_bytes!("../../../ptx/msm.compute_75.ptx.zst")),
+    }),
+    cubins: &[
+        zkpipe_cuda::Cubin {
+            arch: (7, 5),
+            image: ImageBytes::Zstd(include_bytes!("../../../ptx/msm.sm_75.cubin.zst")),
+        },
+        zkpipe_cuda::Cubin {
+            arch: (8, 0),
+            image: ImageBytes::Zstd(include_bytes!("../../../ptx/msm.sm_80.cubin.zst")),
+        },
+        zkpipe_cuda::Cubin {
+            arch: (8, 6),
+            image: ImageBytes::Zstd(include_bytes!("../../../ptx/msm.sm_86.cubin.zst")),
+        },
+        zkpipe_cuda::Cubin {
+            arch: (8, 9),
+            image: ImageBytes::Zstd(include_bytes!("../../../ptx/msm.sm_89.cubin.zst")),
+        },
+        zkpipe_cuda::Cubin {
+            arch: (9, 0),
+            image: ImageBytes::Zstd(include_bytes!("../../../ptx/msm.sm_90.cubin.zst")),
+        },
+        zkpipe_cuda::Cubin {
+            arch: (10, 0),
+            image: ImageBytes::Zstd(include_bytes!("../../../ptx/msm.sm_100.cubin.zst")),
+        },
+        zkpipe_cuda::Cubin {
+            arch: (12, 0),
+            image: ImageBytes::Zstd(include_bytes!("../../../ptx/msm.sm_120.cubin.zst")),
+        },
+    ],
 };
 
 /// The kernels of one curve.
@@ -632,7 +661,7 @@ impl CurveKernels {
 }
 
 /// ec-gpu-gen's G1 multiexp kernel (bellperson's GPU path), driven as ec-gpu-gen drives it, for
-/// benchmarks to compare with. The image (`ptx/ecgpu.ptx`) is passed in.
+/// benchmarks to compare with. The image (`ptx/ecgpu.*`) is passed in.
 #[derive(Debug)]
 pub struct EcGpuGenMultiexp {
     kernel: Function,

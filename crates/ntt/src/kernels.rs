@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use zkpipe_cuda::{
-    Context, Cubin, DeviceBuffer, Function, KernelImage, LaunchConfig, Module, Stream,
+    Context, DeviceBuffer, Function, ImageBytes, KernelImage, LaunchConfig, Module, Stream,
 };
 use zkpipe_field::Fr;
 
@@ -13,11 +13,40 @@ use crate::NttError;
 /// The compiled NTT kernels.
 pub const IMAGE: KernelImage = KernelImage {
     name: "ntt",
-    ptx: include_str!("../../../ptx/ntt.ptx"),
-    cubins: &[Cubin {
-        arch: (9, 0),
-        image: include_bytes!("../../../ptx/ntt.sm_90.cubin"),
-    }],
+    ptx: Some(zkpipe_cuda::Ptx {
+        arch: (7, 5),
+        text: ImageBytes::Zstd(include_bytes!("../../../ptx/ntt.compute_75.ptx.zst")),
+    }),
+    cubins: &[
+        zkpipe_cuda::Cubin {
+            arch: (7, 5),
+            image: ImageBytes::Zstd(include_bytes!("../../../ptx/ntt.sm_75.cubin.zst")),
+        },
+        zkpipe_cuda::Cubin {
+            arch: (8, 0),
+            image: ImageBytes::Zstd(include_bytes!("../../../ptx/ntt.sm_80.cubin.zst")),
+        },
+        zkpipe_cuda::Cubin {
+            arch: (8, 6),
+            image: ImageBytes::Zstd(include_bytes!("../../../ptx/ntt.sm_86.cubin.zst")),
+        },
+        zkpipe_cuda::Cubin {
+            arch: (8, 9),
+            image: ImageBytes::Zstd(include_bytes!("../../../ptx/ntt.sm_89.cubin.zst")),
+        },
+        zkpipe_cuda::Cubin {
+            arch: (9, 0),
+            image: ImageBytes::Zstd(include_bytes!("../../../ptx/ntt.sm_90.cubin.zst")),
+        },
+        zkpipe_cuda::Cubin {
+            arch: (10, 0),
+            image: ImageBytes::Zstd(include_bytes!("../../../ptx/ntt.sm_100.cubin.zst")),
+        },
+        zkpipe_cuda::Cubin {
+            arch: (12, 0),
+            image: ImageBytes::Zstd(include_bytes!("../../../ptx/ntt.sm_120.cubin.zst")),
+        },
+    ],
 };
 
 /// The largest radix exponent of one pass (2^8 elements per block). 9-bit passes (three for
@@ -419,7 +448,7 @@ impl NttKernels {
 }
 
 /// ec-gpu-gen's radix FFT kernel (bellperson's GPU path), driven as ec-gpu-gen drives it, for
-/// benchmarks to compare with. The image (ec-gpu-gen's kernels, `ptx/ecgpu.ptx`) is passed in.
+/// benchmarks to compare with. The image (ec-gpu-gen's kernels, `ptx/ecgpu.*`) is passed in.
 #[derive(Debug)]
 pub struct EcGpuGenFft {
     radix: Function,

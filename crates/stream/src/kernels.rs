@@ -4,17 +4,46 @@
 use std::sync::Arc;
 
 use zkpipe_cuda::{
-    Context, Cubin, DeviceBuffer, Function, KernelImage, LaunchConfig, Module, Stream,
+    Context, DeviceBuffer, Function, ImageBytes, KernelImage, LaunchConfig, Module, Stream,
 };
 
 /// The compiled kernels of `kernels/stream.cu`.
 pub const IMAGE: KernelImage = KernelImage {
     name: "stream",
-    ptx: include_str!("../../../ptx/stream.ptx"),
-    cubins: &[Cubin {
-        arch: (9, 0),
-        image: include_bytes!("../../../ptx/stream.sm_90.cubin"),
-    }],
+    ptx: Some(zkpipe_cuda::Ptx {
+        arch: (7, 5),
+        text: ImageBytes::Zstd(include_bytes!("../../../ptx/stream.compute_75.ptx.zst")),
+    }),
+    cubins: &[
+        zkpipe_cuda::Cubin {
+            arch: (7, 5),
+            image: ImageBytes::Zstd(include_bytes!("../../../ptx/stream.sm_75.cubin.zst")),
+        },
+        zkpipe_cuda::Cubin {
+            arch: (8, 0),
+            image: ImageBytes::Zstd(include_bytes!("../../../ptx/stream.sm_80.cubin.zst")),
+        },
+        zkpipe_cuda::Cubin {
+            arch: (8, 6),
+            image: ImageBytes::Zstd(include_bytes!("../../../ptx/stream.sm_86.cubin.zst")),
+        },
+        zkpipe_cuda::Cubin {
+            arch: (8, 9),
+            image: ImageBytes::Zstd(include_bytes!("../../../ptx/stream.sm_89.cubin.zst")),
+        },
+        zkpipe_cuda::Cubin {
+            arch: (9, 0),
+            image: ImageBytes::Zstd(include_bytes!("../../../ptx/stream.sm_90.cubin.zst")),
+        },
+        zkpipe_cuda::Cubin {
+            arch: (10, 0),
+            image: ImageBytes::Zstd(include_bytes!("../../../ptx/stream.sm_100.cubin.zst")),
+        },
+        zkpipe_cuda::Cubin {
+            arch: (12, 0),
+            image: ImageBytes::Zstd(include_bytes!("../../../ptx/stream.sm_120.cubin.zst")),
+        },
+    ],
 };
 
 /// The busy kernel, with the one-word buffer it writes its marker to.
