@@ -132,40 +132,46 @@ fn copy_overlaps_kernel_on_another_stream() {
     let mut dev = DeviceBuffer::<u8>::alloc(&ctx, n).unwrap();
     let sms = ctx.info().sm_count;
     // Warm up.
-    let src = upload(&copy_stream, src, &mut dev, 0)
+    let mut src = upload(&copy_stream, src, &mut dev, 0)
         .unwrap()
         .wait()
         .unwrap();
     spin.launch(&kernel_stream, sms, 1000).unwrap();
     kernel_stream.synchronize().unwrap();
 
-    let t = Timer::start(&ctx, &copy_stream).unwrap();
-    let src = upload(&copy_stream, src, &mut dev, 0)
-        .unwrap()
-        .wait()
-        .unwrap();
-    let copy_ms = t.stop(&copy_stream).unwrap();
-    let cycles = (copy_ms as f64 * 1.5e6) as u64; // about as long as the copy at 1.5 GHz
-    let t = Timer::start(&ctx, &kernel_stream).unwrap();
-    spin.launch(&kernel_stream, sms, cycles).unwrap();
-    let kernel_ms = t.stop(&kernel_stream).unwrap();
+    // Other tests share the GPU and its PCIe link and can only hide an overlap, never make
+    // one: the copy and the kernel must overlap in one of three tries.
+    let mut tries = Vec::new();
+    for _ in 0..3 {
+        let t = Timer::start(&ctx, &copy_stream).unwrap();
+        src = upload(&copy_stream, src, &mut dev, 0)
+            .unwrap()
+            .wait()
+            .unwrap();
+        let copy_ms = t.stop(&copy_stream).unwrap();
+        let cycles = (copy_ms as f64 * 1.5e6) as u64; // about as long as the copy at 1.5 GHz
+        let t = Timer::start(&ctx, &kernel_stream).unwrap();
+        spin.launch(&kernel_stream, sms, cycles).unwrap();
+        let kernel_ms = t.stop(&kernel_stream).unwrap();
 
-    let start = Event::timed(&ctx).unwrap();
-    start.record(&kernel_stream).unwrap();
-    copy_stream.wait(&start).unwrap();
-    spin.launch(&kernel_stream, sms, cycles).unwrap();
-    let inflight = upload(&copy_stream, src, &mut dev, 0).unwrap();
-    kernel_stream.wait(inflight.event().unwrap()).unwrap();
-    let end = Event::timed(&ctx).unwrap();
-    end.record(&kernel_stream).unwrap();
-    end.synchronize().unwrap();
-    let _ = inflight.wait().unwrap();
-    let both_ms = start.elapsed_ms(&end).unwrap();
-    println!("copy {copy_ms:.2} ms, kernel {kernel_ms:.2} ms, together {both_ms:.2} ms");
-    assert!(
-        both_ms < 0.8 * (copy_ms + kernel_ms),
-        "copy {copy_ms} + kernel {kernel_ms} vs together {both_ms}"
-    );
+        let start = Event::timed(&ctx).unwrap();
+        start.record(&kernel_stream).unwrap();
+        copy_stream.wait(&start).unwrap();
+        spin.launch(&kernel_stream, sms, cycles).unwrap();
+        let inflight = upload(&copy_stream, src, &mut dev, 0).unwrap();
+        kernel_stream.wait(inflight.event().unwrap()).unwrap();
+        let end = Event::timed(&ctx).unwrap();
+        end.record(&kernel_stream).unwrap();
+        end.synchronize().unwrap();
+        src = inflight.wait().unwrap();
+        let both_ms = start.elapsed_ms(&end).unwrap();
+        println!("copy {copy_ms:.2} ms, kernel {kernel_ms:.2} ms, together {both_ms:.2} ms");
+        if both_ms < 0.8 * (copy_ms + kernel_ms) {
+            return;
+        }
+        tries.push((copy_ms, kernel_ms, both_ms));
+    }
+    panic!("no overlap in three tries (copy, kernel, together ms): {tries:?}");
 }
 
 #[test]

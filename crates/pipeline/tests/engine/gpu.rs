@@ -107,6 +107,7 @@ fn a_pinned_key_proves_resident_and_uploaded_per_msm_with_event_timed_stages() {
             ..Config::default()
         })
         .unwrap();
+        let t0 = std::time::Instant::now();
         let jobs = engine
             .submit_batch(&key, vec![w.clone(), w.clone()], fixed)
             .unwrap();
@@ -117,13 +118,19 @@ fn a_pinned_key_proves_resident_and_uploaded_per_msm_with_event_timed_stages() {
                 "resident {resident}"
             );
         }
+        let wall_ms = t0.elapsed().as_secs_f64() * 1e3;
         assert!(key.is_pinned());
         let st = engine.shutdown();
         // Only the first engine locks the key; the second finds it locked.
         let locked = if resident { key.bytes() as u64 } else { 0 };
         assert_eq!(st.key_pinned_bytes, locked, "resident {resident}");
         assert!(st.h_gpu_ms > 0.0 && st.msm_gpu_ms > 0.0, "{st:?}");
-        assert!(st.h_gpu_ms <= st.h_ms + 1.0, "{st:?}");
+        // Event-timed device spans, each inside its job's wall time (the host's H-step time
+        // is only the enqueue's: the GPU may run it later, behind other work).
+        assert!(
+            st.h_gpu_ms + st.msm_gpu_ms <= 2.0 * wall_ms,
+            "{wall_ms} ms: {st:?}"
+        );
     }
 }
 
