@@ -284,10 +284,9 @@ fn any_witness() -> impl Strategy<Value = zkpipe_pipeline::Witness> {
 fn cpu_engine() -> &'static zkpipe_pipeline::Engine {
     static ENGINE: std::sync::OnceLock<zkpipe_pipeline::Engine> = std::sync::OnceLock::new();
     ENGINE.get_or_init(|| {
-        zkpipe_pipeline::Engine::start(zkpipe_pipeline::Config {
-            backend: zkpipe_pipeline::Backend::Cpu,
-            ..zkpipe_pipeline::Config::default()
-        })
+        zkpipe_pipeline::Engine::start(
+            zkpipe_pipeline::Config::default().with_backend(zkpipe_pipeline::Backend::Cpu),
+        )
         .expect("a CPU engine starts")
     })
 }

@@ -223,21 +223,26 @@ pub fn verifying_key(vk: &bellperson::groth16::VerifyingKey<Bls12>) -> Verifying
     }
 }
 
-/// A proving key from bellperson's parameters; `checked` checks every point (on the curve,
-/// in the subgroup), as for parameters from an untrusted file.
-pub fn proving_key(params: &Parameters<Bls12>, checked: bool) -> Result<ProvingKey, ProveError> {
-    let parts = KeyParts {
+/// A proving key from bellperson's parameters, every point checked (on the curve, in the
+/// subgroup, not the identity where that is refused), as for parameters from a file.
+pub fn proving_key(params: &Parameters<Bls12>) -> Result<ProvingKey, ProveError> {
+    ProvingKey::new(key_parts(params))
+}
+
+/// A proving key from parameters made in this process (bellperson's setup), whose points are
+/// known to be good: the points are not checked again.
+pub fn proving_key_unchecked(params: &Parameters<Bls12>) -> Result<ProvingKey, ProveError> {
+    ProvingKey::new_unchecked(key_parts(params))
+}
+
+fn key_parts(params: &Parameters<Bls12>) -> KeyParts {
+    KeyParts {
         vk: verifying_key(&params.vk),
         h: params.h.to_vec(),
         l: params.l.to_vec(),
         a: params.a.to_vec(),
         b_g1: params.b_g1.to_vec(),
         b_g2: params.b_g2.to_vec(),
-    };
-    if checked {
-        ProvingKey::new(parts)
-    } else {
-        ProvingKey::new_unchecked(parts)
     }
 }
 

@@ -131,11 +131,7 @@ impl Circuit<Scalar> for Generated {
 fn engine() -> &'static Engine {
     static ENGINE: std::sync::OnceLock<Engine> = std::sync::OnceLock::new();
     ENGINE.get_or_init(|| {
-        Engine::start(Config {
-            backend: Backend::Cpu,
-            ..Config::default()
-        })
-        .expect("a CPU engine starts")
+        Engine::start(Config::default().with_backend(Backend::Cpu)).expect("a CPU engine starts")
     })
 }
 
@@ -169,7 +165,7 @@ fn case(ops: Vec<Op>, seed: u64, tally: &std::sync::Mutex<Tally>) -> Result<(), 
         t.no_setup += 1;
         return Ok(());
     };
-    let key = Arc::new(proving_key(&p, true).expect("bellperson's parameters convert"));
+    let key = Arc::new(proving_key(&p).expect("bellperson's parameters convert"));
     let w = synthesize(circuit.clone()).expect("synthesis of a generated circuit");
     let (r, s) = rs(seed ^ 1);
     let ours = engine()

@@ -12,22 +12,18 @@ use bellperson::groth16::{create_proof, prepare_verifying_key, verify_proof};
 use bellperson::Circuit;
 use blstrs::{Bls12, Scalar};
 use common::{cube, params, random_r1cs, rs, sha, Case};
-use zkpipe_bellperson::{proving_key, synthesize, to_bellperson};
+use zkpipe_bellperson::{proving_key, proving_key_unchecked, synthesize, to_bellperson};
 use zkpipe_pipeline::{
     verify, Backend, Config, Engine, PreparedVerifyingKey, ProveError, Randomness,
 };
 
 fn cpu_engine() -> Engine {
-    Engine::start(Config {
-        backend: Backend::Cpu,
-        ..Config::default()
-    })
-    .unwrap()
+    Engine::start(Config::default().with_backend(Backend::Cpu)).unwrap()
 }
 
 fn check_case<C: Circuit<Scalar> + Clone + Send>(engine: &Engine, case: Case<C>, seed: u64) {
     let p = params(case.setup.clone(), seed);
-    let key = Arc::new(proving_key(&p, true).unwrap());
+    let key = Arc::new(proving_key(&p).unwrap());
     let (r, s) = rs(seed ^ 1);
     let w = synthesize(case.circuit.clone()).unwrap();
     let ours = engine
@@ -77,7 +73,7 @@ fn random_proofs_verify_and_differ() {
     let engine = cpu_engine();
     let case = cube(11);
     let p = params(case.setup, 9);
-    let key = Arc::new(proving_key(&p, false).unwrap());
+    let key = Arc::new(proving_key_unchecked(&p).unwrap());
     let handles = engine
         .submit_batch(
             &key,
@@ -98,7 +94,7 @@ fn bad_input_is_an_error() {
     let engine = cpu_engine();
     let case = random_r1cs(100, 3);
     let p = params(case.setup, 4);
-    let key = Arc::new(proving_key(&p, true).unwrap());
+    let key = Arc::new(proving_key(&p).unwrap());
     // A witness with an aux variable missing.
     let mut w = synthesize(case.circuit).unwrap();
     w.aux.pop();

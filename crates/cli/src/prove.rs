@@ -11,7 +11,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde_json::json;
 use zkpipe_bellperson::circuits::RandomR1cs;
-use zkpipe_bellperson::{proving_key, synthesize};
+use zkpipe_bellperson::{proving_key_unchecked, synthesize};
 use zkpipe_pipeline::testgen::{random_key, Shape, WitnessSource};
 
 use crate::exit::Failure;
@@ -134,7 +134,7 @@ fn job(a: &Args) -> Result<Job, Error> {
         let t = Instant::now();
         let mut rng = ChaCha8Rng::seed_from_u64(2);
         let params = generate_random_parameters::<Bls12, _, _>(circuit, &mut rng)?;
-        let key = proving_key(&params, false)?;
+        let key = proving_key_unchecked(&params)?;
         let w = synthesize(circuit)?;
         let inputs = w.input[1..].to_vec();
         crate::say!(
@@ -302,21 +302,23 @@ fn engine_config(a: &Args) -> Result<Config, Failure> {
         .or(base.vram_cap);
     let devices = match crate::devices::select(a.devices.as_deref().filter(|_| !a.cpu))? {
         Some(d) => Some(d),
-        None => base.devices,
+        None => base.devices.clone(),
     };
-    Ok(Config {
-        backend: if a.cpu { Backend::Cpu } else { base.backend },
-        devices,
-        workers_per_device: a.workers.unwrap_or(base.workers_per_device),
-        g2,
-        vram_cap,
-        // One job waiting: witnesses are made as the engine takes them, so that memory in
-        // flight is bounded (a 2^27 witness holds 16 GB).
-        queue_capacity: 1,
-        keep_key_resident: base.keep_key_resident && !a.no_resident,
-        pin_key: base.pin_key && !a.no_pin,
-        ..base
-    })
+    // One job waiting: witnesses are made as the engine takes them, so that memory in flight
+    // is bounded (a 2^27 witness holds 16 GB).
+    let keep_key_resident = base.keep_key_resident && !a.no_resident;
+    let pin_key = base.pin_key && !a.no_pin;
+    let backend = if a.cpu { Backend::Cpu } else { base.backend };
+    let workers = a.workers.unwrap_or(base.workers_per_device);
+    Ok(base
+        .with_backend(backend)
+        .with_devices(devices)
+        .with_workers_per_device(workers)
+        .with_g2(g2)
+        .with_vram_cap(vram_cap)
+        .with_queue_capacity(1)
+        .with_keep_key_resident(keep_key_resident)
+        .with_pin_key(pin_key))
 }
 
 pub fn run(a: &Args) -> Result<(), Failure> {
@@ -327,17 +329,14 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     let pin = cfg.pin_key;
     let (workers, g2_on_gpu) = (cfg.workers_per_device, cfg.g2 == G2Placement::Gpu);
     let resident = cfg.keep_key_resident;
-    let engine = Engine::start(Config {
-        // Generated witnesses go into pinned memory lent by the engine: three sets (one being
-        // written, one queued, one uploading) reused from job to job.
-        pinned_witness: if a.cpu || !pin {
-            cfg.pinned_witness
-        } else {
-            cfg.pinned_witness.max(witnesses.pinned_bytes(a.k, 3))
-        },
-        ..cfg
-    })
-    .map_err(Failure::start)?;
+    // Generated witnesses go into pinned memory lent by the engine: three sets (one being
+    // written, one queued, one uploading) reused from job to job.
+    let pinned_witness = if a.cpu || !pin {
+        cfg.pinned_witness
+    } else {
+        cfg.pinned_witness.max(witnesses.pinned_bytes(a.k, 3))
+    };
+    let engine = Engine::start(cfg.with_pinned_witness(pinned_witness)).map_err(Failure::start)?;
     let lend = engine.on_gpu() && pin && !a.cpu && matches!(witnesses, Witnesses::Generated(_));
     crate::say!("engine: {}", engine.backend());
     if engine.on_gpu() && pin {

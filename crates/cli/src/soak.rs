@@ -73,10 +73,7 @@ fn fixed() -> Randomness {
 }
 
 fn cases(a: &Args) -> Result<Vec<Case>, Error> {
-    let cpu = Engine::start(Config {
-        backend: Backend::Cpu,
-        ..Config::default()
-    })?;
+    let cpu = Engine::start(Config::default().with_backend(Backend::Cpu))?;
     let mut out = Vec::new();
     for (i, &log_n) in a.sizes.iter().enumerate() {
         if !(2..=26).contains(&log_n) {
@@ -183,15 +180,15 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         Err(other) => Failure::Other(other),
     })?;
     let live_before = zkpipe_cuda::census::live();
-    let engine = Engine::start(Config {
-        backend: Backend::Auto,
-        devices: crate::devices::select(a.devices.as_deref())?,
-        workers_per_device: a.workers,
-        g2: G2Placement::Gpu,
-        vram_cap: a.vram_cap_gib.map(|g| (g * (1u64 << 30) as f64) as usize),
-        queue_capacity: 8,
-        ..Config::default()
-    })
+    let engine = Engine::start(
+        Config::default()
+            .with_backend(Backend::Auto)
+            .with_devices(crate::devices::select(a.devices.as_deref())?)
+            .with_workers_per_device(a.workers)
+            .with_g2(G2Placement::Gpu)
+            .with_vram_cap(a.vram_cap_gib.map(|g| (g * (1u64 << 30) as f64) as usize))
+            .with_queue_capacity(8),
+    )
     .map_err(Failure::start)?;
     crate::say!(
         "soak: {} for {} min, keys 2^{:?}, {} submitting threads, one handle in {} dropped",

@@ -14,6 +14,7 @@ pub const CUDA_ERROR_NOT_FOUND: u32 = 500;
 
 /// Everything that can go wrong in zkpipe-cuda.
 #[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// No library of the driver could be opened.
     #[error("no CUDA driver found: tried {}", tried.join(", "))]

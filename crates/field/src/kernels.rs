@@ -30,6 +30,7 @@ pub const IMAGE: KernelImage = KernelImage {
 
 /// Errors of the test-kernel launches.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum KernelError {
     /// A driver call failed.
     #[error(transparent)]

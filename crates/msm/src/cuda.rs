@@ -16,6 +16,7 @@ use crate::{Bases, Density, Msm, MsmError};
 
 /// Errors of the CUDA MSM.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CudaError {
     /// The input was refused (lengths, density, points).
     #[error(transparent)]

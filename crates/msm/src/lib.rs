@@ -45,6 +45,7 @@ use blstrs::Scalar;
 
 /// Errors of the MSM stage.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum MsmError {
     /// Bases and scalars of different lengths (without a density bitmap).
     #[error("MSM: {bases} bases but {scalars} scalars")]

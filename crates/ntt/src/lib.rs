@@ -123,6 +123,7 @@ impl NttConfig {
 
 /// Errors of the NTT stage.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum NttError {
     /// A length that is not a power of two (or is below 2).
     #[error("NTT length {len} is not a power of two of at least 2")]

@@ -20,6 +20,7 @@ pub use register::RegisteredVec;
 
 /// Errors of this crate.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A driver call failed.
     #[error(transparent)]

@@ -57,6 +57,7 @@ pub enum G2Placement {
 /// How the engine runs. [`Config::from_file`] reads one from TOML: each field by its name.
 #[derive(Debug, Clone, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct Config {
     /// Where the stages run.
     pub backend: Backend,
@@ -100,6 +101,41 @@ pub struct Config {
     /// What becomes of the jobs of a device quarantined after a fault that leaves it
     /// unusable ([`Engine::quarantined`]). Default: they fail.
     pub on_device_failure: OnDeviceFailure,
+}
+
+/// `with_<field>(value)`: the configuration with one field set, for building a `Config` from
+/// [`Config::default`] outside this crate (`Config` is `#[non_exhaustive]`).
+macro_rules! config_setters {
+    ($($setter:ident => $field:ident: $ty:ty),* $(,)?) => {
+        impl Config {
+            $(
+                #[doc = concat!("This configuration with [`Config::", stringify!($field), "`] set.")]
+                #[must_use]
+                pub fn $setter(mut self, value: $ty) -> Self {
+                    self.$field = value;
+                    self
+                }
+            )*
+        }
+    };
+}
+
+config_setters! {
+    with_backend => backend: Backend,
+    with_devices => devices: Option<Vec<usize>>,
+    with_workers_per_device => workers_per_device: usize,
+    with_cpu_workers => cpu_workers: usize,
+    with_vram_margin => vram_margin: usize,
+    with_vram_cap => vram_cap: Option<usize>,
+    with_pinned_per_device => pinned_per_device: usize,
+    with_queue_capacity => queue_capacity: usize,
+    with_g2_capacity => g2_capacity: usize,
+    with_g2_threads => g2_threads: usize,
+    with_g2 => g2: G2Placement,
+    with_pinned_witness => pinned_witness: usize,
+    with_keep_key_resident => keep_key_resident: bool,
+    with_pin_key => pin_key: bool,
+    with_on_device_failure => on_device_failure: OnDeviceFailure,
 }
 
 /// What becomes of the jobs of a quarantined device.

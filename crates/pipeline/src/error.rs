@@ -6,6 +6,7 @@ use zkpipe_stream::BudgetError;
 
 /// Why a job or a key was refused, or a proof failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ProveError {
     /// A length that does not match the key (or the other parts of the witness).
     #[error("{what}: expected {expected}, got {got}")]

@@ -109,6 +109,7 @@ impl JobReport {
 
 /// What the engine has done so far. Times add up over jobs and workers.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[non_exhaustive]
 pub struct EngineStats {
     /// Jobs accepted.
     pub submitted: u64,

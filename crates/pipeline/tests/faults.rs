@@ -37,14 +37,14 @@ fn fixed() -> Randomness {
 }
 
 fn gpu_engine(on_device_failure: OnDeviceFailure) -> Engine {
-    Engine::start(Config {
-        backend: Backend::Gpu,
-        workers_per_device: 1,
-        g2: G2Placement::Gpu,
-        vram_cap: Some(2048 * MIB),
-        on_device_failure,
-        ..Config::default()
-    })
+    Engine::start(
+        Config::default()
+            .with_backend(Backend::Gpu)
+            .with_workers_per_device(1)
+            .with_g2(G2Placement::Gpu)
+            .with_vram_cap(Some(2048 * MIB))
+            .with_on_device_failure(on_device_failure),
+    )
     .unwrap()
 }
 
@@ -91,11 +91,7 @@ fn setup() -> Setup {
     let sh = shape();
     let key = Arc::new(random_key(&sh, 1).unwrap());
     let witness = random_witness(&sh, 2);
-    let cpu = Engine::start(Config {
-        backend: Backend::Cpu,
-        ..Config::default()
-    })
-    .unwrap();
+    let cpu = Engine::start(Config::default().with_backend(Backend::Cpu)).unwrap();
     let want = cpu
         .submit(&key, witness.clone(), fixed())
         .unwrap()

@@ -33,11 +33,7 @@ fn small() -> (
         r: Scalar::from(3u64),
         s: Scalar::from(5u64),
     };
-    let cpu = Engine::start(Config {
-        backend: Backend::Cpu,
-        ..Config::default()
-    })
-    .unwrap();
+    let cpu = Engine::start(Config::default().with_backend(Backend::Cpu)).unwrap();
     let want = cpu.submit(&key, w.clone(), fixed).unwrap().wait().unwrap();
     (key, w, fixed, want.to_bytes())
 }
@@ -53,14 +49,8 @@ fn a_module_that_fails_to_load_is_an_error_at_start_and_auto_falls_back_to_the_c
         mode: fault::Mode::Persistent,
         ..Fault::nth_call("cuModuleLoadData", 1, 209)
     });
-    let gpu = Engine::start(Config {
-        backend: Backend::Gpu,
-        ..Config::default()
-    });
-    let auto = Engine::start(Config {
-        backend: Backend::Auto,
-        ..Config::default()
-    });
+    let gpu = Engine::start(Config::default().with_backend(Backend::Gpu));
+    let auto = Engine::start(Config::default().with_backend(Backend::Auto));
     fault::disarm();
     match gpu {
         Err(e) => assert!(e.to_string().contains("cuModuleLoadData"), "{e}"),
@@ -80,11 +70,11 @@ fn a_key_that_cannot_be_page_locked_proves_from_pageable_memory() {
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let (key, w, fixed, want) = small();
-    let engine = Engine::start(Config {
-        backend: Backend::Gpu,
-        g2: G2Placement::Gpu,
-        ..Config::default()
-    })
+    let engine = Engine::start(
+        Config::default()
+            .with_backend(Backend::Gpu)
+            .with_g2(G2Placement::Gpu),
+    )
     .unwrap();
     fault::arm(Fault {
         mode: fault::Mode::Persistent,

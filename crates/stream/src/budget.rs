@@ -7,6 +7,7 @@ use zkpipe_cuda::Context;
 
 /// Why the budget refused a request.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum BudgetError {
     /// More than the budget can ever give.
     #[error("VRAM budget: {needed} bytes needed, but the budget is {capacity} bytes in all")]

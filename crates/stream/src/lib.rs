@@ -25,6 +25,7 @@ pub use zkpipe_cuda::{Event, Stream};
 
 /// Errors of this crate.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A driver call failed.
     #[error(transparent)]

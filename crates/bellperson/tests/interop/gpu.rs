@@ -15,19 +15,19 @@ use zkpipe_pipeline::{
 };
 
 fn engine(backend: Backend, workers: usize, g2: G2Placement) -> Engine {
-    Engine::start(Config {
-        backend,
-        workers_per_device: workers,
-        g2,
-        queue_capacity: 64,
-        ..Config::default()
-    })
+    Engine::start(
+        Config::default()
+            .with_backend(backend)
+            .with_workers_per_device(workers)
+            .with_g2(g2)
+            .with_queue_capacity(64),
+    )
     .unwrap()
 }
 
 fn prove<C: Circuit<Scalar> + Clone>(e: &Engine, case: &Case<C>, seed: u64) -> Proof {
     let p = params(case.setup.clone(), seed);
-    let key = Arc::new(proving_key(&p, true).unwrap());
+    let key = Arc::new(proving_key(&p).unwrap());
     let (r, s) = rs(seed ^ 1);
     let w = synthesize(case.circuit.clone()).unwrap();
     let proof = e
@@ -76,7 +76,7 @@ fn sixty_four_jobs_at_once_all_verify() {
     let e = engine(Backend::Gpu, 2, G2Placement::Gpu);
     let case = random_r1cs(2000, 8);
     let p = params(case.setup, 4);
-    let key = Arc::new(proving_key(&p, true).unwrap());
+    let key = Arc::new(proving_key(&p).unwrap());
     let w = synthesize(case.circuit).unwrap();
     let handles = e
         .submit_batch(&key, vec![w; 64], Randomness::Random)
@@ -100,7 +100,7 @@ fn prove_lent<C: Circuit<Scalar> + Clone>(
 ) -> [u8; 192] {
     let wait = std::time::Duration::from_secs(30);
     let p = params(case.setup.clone(), seed);
-    let key = Arc::new(proving_key(&p, true).unwrap());
+    let key = Arc::new(proving_key(&p).unwrap());
     // No pool on a GPU engine: an error that says how to get one.
     assert!(matches!(
         no_pool.lend_evaluations(&key, wait),
@@ -126,11 +126,11 @@ fn circuits_synthesized_into_lent_pinned_memory_prove_the_same() {
         return;
     }
     let want = all(&engine(Backend::Cpu, 1, G2Placement::Cpu));
-    let e = Engine::start(Config {
-        backend: Backend::Gpu,
-        pinned_witness: 256 << 20,
-        ..Config::default()
-    })
+    let e = Engine::start(
+        Config::default()
+            .with_backend(Backend::Gpu)
+            .with_pinned_witness(256 << 20),
+    )
     .unwrap();
     let no_pool = engine(Backend::Gpu, 1, G2Placement::Cpu);
     let got = vec![
@@ -140,7 +140,7 @@ fn circuits_synthesized_into_lent_pinned_memory_prove_the_same() {
     assert_eq!(got, vec![want[0], want[2]]);
     // More constraints than the lent memory holds: an error, not a wrong proof.
     let small = params(cube(3).setup, 1);
-    let key = Arc::new(proving_key(&small, true).unwrap());
+    let key = Arc::new(proving_key(&small).unwrap());
     let abc = e
         .lend_evaluations(&key, std::time::Duration::from_secs(30))
         .unwrap();

@@ -26,13 +26,13 @@ fn a_job_too_large_for_the_budget_is_an_error_and_the_engine_goes_on() {
     if gpu_context().is_none() {
         return;
     }
-    let engine = Engine::start(Config {
-        backend: Backend::Gpu,
-        vram_cap: Some(96 << 20),
-        vram_margin: 0,
-        g2: G2Placement::Gpu,
-        ..Config::default()
-    })
+    let engine = Engine::start(
+        Config::default()
+            .with_backend(Backend::Gpu)
+            .with_vram_cap(Some(96 << 20))
+            .with_vram_margin(0)
+            .with_g2(G2Placement::Gpu),
+    )
     .unwrap();
     let fixed = Randomness::Fixed {
         r: Scalar::from(7u64),
@@ -71,11 +71,7 @@ fn a_job_too_large_for_the_budget_is_an_error_and_the_engine_goes_on() {
     let st = engine.shutdown();
     assert_eq!((st.done, st.failed), (1, 1));
     assert!(st.vram_budget_high_water <= 96 << 20);
-    let cpu = Engine::start(Config {
-        backend: Backend::Cpu,
-        ..Config::default()
-    })
-    .unwrap();
+    let cpu = Engine::start(Config::default().with_backend(Backend::Cpu)).unwrap();
     let want = cpu.submit(&key, w, fixed).unwrap().wait().unwrap();
     assert_eq!(gpu.to_bytes(), want.to_bytes());
 }
@@ -92,20 +88,16 @@ fn a_pinned_key_proves_resident_and_uploaded_per_msm_with_event_timed_stages() {
     let sh = shape(12);
     let key = Arc::new(random_key(&sh, 5).unwrap());
     let w = random_witness(&sh, 6);
-    let cpu = Engine::start(Config {
-        backend: Backend::Cpu,
-        ..Config::default()
-    })
-    .unwrap();
+    let cpu = Engine::start(Config::default().with_backend(Backend::Cpu)).unwrap();
     let want = cpu.submit(&key, w.clone(), fixed).unwrap().wait().unwrap();
     assert!(!key.is_pinned(), "the CPU engine does not lock memory");
     for resident in [true, false] {
-        let engine = Engine::start(Config {
-            backend: Backend::Gpu,
-            keep_key_resident: resident,
-            g2: G2Placement::Gpu,
-            ..Config::default()
-        })
+        let engine = Engine::start(
+            Config::default()
+                .with_backend(Backend::Gpu)
+                .with_keep_key_resident(resident)
+                .with_g2(G2Placement::Gpu),
+        )
         .unwrap();
         let t0 = std::time::Instant::now();
         let jobs = engine
@@ -146,21 +138,17 @@ fn an_unpinned_key_still_proves() {
     let sh = shape(8);
     let key = Arc::new(random_key(&sh, 7).unwrap());
     let w = random_witness(&sh, 8);
-    let gpu = Engine::start(Config {
-        backend: Backend::Gpu,
-        pin_key: false,
-        keep_key_resident: false,
-        ..Config::default()
-    })
+    let gpu = Engine::start(
+        Config::default()
+            .with_backend(Backend::Gpu)
+            .with_pin_key(false)
+            .with_keep_key_resident(false),
+    )
     .unwrap();
     let got = gpu.submit(&key, w.clone(), fixed).unwrap().wait().unwrap();
     assert!(!key.is_pinned());
     assert_eq!(gpu.shutdown().key_pinned_bytes, 0);
-    let cpu = Engine::start(Config {
-        backend: Backend::Cpu,
-        ..Config::default()
-    })
-    .unwrap();
+    let cpu = Engine::start(Config::default().with_backend(Backend::Cpu)).unwrap();
     let want = cpu.submit(&key, w, fixed).unwrap().wait().unwrap();
     assert_eq!(got.to_bytes(), want.to_bytes());
 }
@@ -177,11 +165,7 @@ fn proofs_are_byte_identical_across_backends_caps_and_residency() {
     let sh = shape(20);
     let key = Arc::new(random_key(&sh, 21).unwrap());
     let w = random_witness(&sh, 22);
-    let cpu = Engine::start(Config {
-        backend: Backend::Cpu,
-        ..Config::default()
-    })
-    .unwrap();
+    let cpu = Engine::start(Config::default().with_backend(Backend::Cpu)).unwrap();
     let want = cpu.submit(&key, w.clone(), fixed).unwrap().wait().unwrap();
     drop(cpu);
     let mut plans = Vec::new();
@@ -196,14 +180,14 @@ fn proofs_are_byte_identical_across_backends_caps_and_residency() {
         Some(112 * MIB),
     ] {
         for resident in [true, false] {
-            let engine = Engine::start(Config {
-                backend: Backend::Gpu,
-                vram_cap: cap,
-                vram_margin: 0,
-                keep_key_resident: resident,
-                g2: G2Placement::Gpu,
-                ..Config::default()
-            })
+            let engine = Engine::start(
+                Config::default()
+                    .with_backend(Backend::Gpu)
+                    .with_vram_cap(cap)
+                    .with_vram_margin(0)
+                    .with_keep_key_resident(resident)
+                    .with_g2(G2Placement::Gpu),
+            )
             .unwrap();
             let what = format!("cap {cap:?}, resident {resident}");
             let jobs = engine
@@ -254,12 +238,12 @@ fn a_witness_in_lent_pinned_memory_proves_as_a_pageable_one() {
     let source = WitnessSource::new(&sh, 32);
     // Room for two witnesses: the third lend waits for a job to give its memory back.
     let sets = 2 * 3 * (32usize << 16);
-    let engine = Engine::start(Config {
-        backend: Backend::Gpu,
-        pinned_witness: sets,
-        g2: G2Placement::Gpu,
-        ..Config::default()
-    })
+    let engine = Engine::start(
+        Config::default()
+            .with_backend(Backend::Gpu)
+            .with_pinned_witness(sets)
+            .with_g2(G2Placement::Gpu),
+    )
     .unwrap();
     let want = engine
         .submit(&key, source.witness(), fixed)
@@ -277,11 +261,11 @@ fn a_witness_in_lent_pinned_memory_proves_as_a_pageable_one() {
     let st = engine.shutdown();
     assert!(st.pinned_high_water >= sets / 2, "{st:?}");
     // A lend larger than the pool is an error at once, not a wait.
-    let small = Engine::start(Config {
-        backend: Backend::Gpu,
-        pinned_witness: 1 << 20,
-        ..Config::default()
-    })
+    let small = Engine::start(
+        Config::default()
+            .with_backend(Backend::Gpu)
+            .with_pinned_witness(1 << 20),
+    )
     .unwrap();
     match small.lend_evaluations(&key, wait) {
         Err(ProveError::Pinned { .. }) => {}
@@ -304,11 +288,7 @@ fn keys_of_two_domain_sizes_alternate_on_two_workers_without_a_wait_for_ever() {
         Arc::new(random_key(&big, 44).unwrap()),
     ];
     let witnesses = [random_witness(&small, 45), random_witness(&big, 46)];
-    let cpu = Engine::start(Config {
-        backend: Backend::Cpu,
-        ..Config::default()
-    })
-    .unwrap();
+    let cpu = Engine::start(Config::default().with_backend(Backend::Cpu)).unwrap();
     let want: Vec<[u8; 192]> = (0..2)
         .map(|i| {
             let job = cpu.submit(&keys[i], witnesses[i].clone(), fixed).unwrap();
@@ -327,15 +307,15 @@ fn keys_of_two_domain_sizes_alternate_on_two_workers_without_a_wait_for_ever() {
             let (keys, witnesses, want) = (keys.clone(), witnesses.clone(), want.clone());
             let what_in = what.clone();
             std::thread::spawn(move || {
-                let engine = Engine::start(Config {
-                    backend: Backend::Gpu,
-                    vram_cap: Some(cap_mib * MIB),
-                    vram_margin: 0,
-                    keep_key_resident: resident,
-                    workers_per_device: 2,
-                    g2: G2Placement::Gpu,
-                    ..Config::default()
-                })
+                let engine = Engine::start(
+                    Config::default()
+                        .with_backend(Backend::Gpu)
+                        .with_vram_cap(Some(cap_mib * MIB))
+                        .with_vram_margin(0)
+                        .with_keep_key_resident(resident)
+                        .with_workers_per_device(2)
+                        .with_g2(G2Placement::Gpu),
+                )
                 .unwrap();
                 let mut plans = Vec::new();
                 // Small, small, big, big, then alternating, two in flight at a time.
@@ -384,11 +364,11 @@ fn a_witness_that_does_not_satisfy_the_circuit_is_an_error_on_the_gpu() {
     let sh = shape(14);
     let key = Arc::new(random_key(&sh, 51).unwrap());
     let good = random_witness(&sh, 52);
-    let engine = Engine::start(Config {
-        backend: Backend::Gpu,
-        g2: G2Placement::Gpu,
-        ..Config::default()
-    })
+    let engine = Engine::start(
+        Config::default()
+            .with_backend(Backend::Gpu)
+            .with_g2(G2Placement::Gpu),
+    )
     .unwrap();
     let fixed = Randomness::Fixed {
         r: Scalar::from(53u64),
