@@ -8,9 +8,7 @@
 use std::sync::Arc;
 
 use bytemuck::Pod;
-use zkpipe_cuda::{
-    Context, DeviceBuffer, Function, ImageBytes, KernelImage, LaunchConfig, Module, Stream,
-};
+use zkpipe_cuda::{Context, DeviceBuffer, Function, KernelImage, LaunchConfig, Module, Stream};
 
 use crate::layout::{Fp, Fp2, Fr, G1Affine, G1Projective, G2Affine, G2Projective};
 
@@ -20,11 +18,13 @@ pub const IMAGE: KernelImage = KernelImage {
     name: "field",
     ptx: Some(zkpipe_cuda::Ptx {
         arch: (7, 5),
-        text: ImageBytes::Zstd(include_bytes!("../../../ptx/field.compute_75.ptx.zst")),
+        text: zkpipe_cuda::ImageBytes::Zstd(include_bytes!(
+            "../../../ptx/field.compute_75.ptx.zst"
+        )),
     }),
     cubins: &[zkpipe_cuda::Cubin {
         arch: (9, 0),
-        image: ImageBytes::Zstd(include_bytes!("../../../ptx/field.sm_90.cubin.zst")),
+        image: zkpipe_cuda::ImageBytes::Zstd(include_bytes!("../../../ptx/field.sm_90.cubin.zst")),
     }],
 };
 

@@ -35,6 +35,7 @@ mod error;
 mod gpu;
 mod key;
 mod metrics;
+mod params;
 mod plan;
 mod proof;
 pub mod prover;
@@ -49,6 +50,7 @@ pub use engine::{
 };
 pub use error::{ProveError, Refused};
 pub use key::{KeyParts, ProvingKey, VerifyingKey};
+pub use params::{read_params, read_params_unchecked, ParamsError, PointProblem};
 pub use proof::{verify, PreparedVerifyingKey, Proof, PROOF_BYTES};
 pub use stats::{EngineStats, JobReport};
 pub use witness::{Evaluations, PinnedEvaluations, Witness};
