@@ -233,27 +233,17 @@ impl Reader {
         let offset = self.offset;
         let mut bytes = vec![0u8; P::BYTES];
         self.exact(section, &mut bytes)?;
-        let mut repr = P::Uncompressed::default();
-        repr.as_mut().copy_from_slice(&bytes);
-        let point = |problem| ParamsError::Point {
-            path: self.path.clone(),
-            section,
-            index: 0,
-            offset,
-            problem,
-        };
-        if bytes[0] & 0x80 != 0 {
-            return Err(point(PointProblem::Encoding));
+        match decode::<P>(&bytes, Check::Full) {
+            Ok(p) => Ok(p),
+            Err(PointProblem::Identity) => Ok(P::identity()),
+            Err(problem) => Err(ParamsError::Point {
+                path: self.path.clone(),
+                section,
+                index: 0,
+                offset,
+                problem,
+            }),
         }
-        let p: P = Option::from(P::from_uncompressed_unchecked(&repr))
-            .ok_or_else(|| point(refused(&bytes)))?;
-        if !p.on_curve() {
-            return Err(point(PointProblem::NotOnCurve));
-        }
-        if !p.in_subgroup() {
-            return Err(point(PointProblem::NotInSubgroup));
-        }
-        Ok(p)
     }
 
     /// A count, checked against what is left of the file before anything is allocated.
