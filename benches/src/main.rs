@@ -5,6 +5,7 @@
 //! - `load`: how long loading each kernel module takes (cubin, and PTX with `--ptx`).
 //! - `msm`: zkpipe's MSM against ec-gpu-gen's multiexp and blst.
 //! - `ntt`: zkpipe's NTT against ec-gpu-gen's kernel and the CPU, and the H step.
+//! - `params`: reading a parameter file, zkpipe's reader against bellperson's (CPU only).
 
 #![forbid(unsafe_code)]
 
@@ -15,6 +16,7 @@ use clap::{Parser, Subcommand};
 mod load;
 mod msm;
 mod ntt;
+mod params;
 mod pcie;
 mod stats;
 
@@ -90,6 +92,32 @@ enum Command {
         #[arg(long, value_delimiter = ',')]
         window_bits: Vec<u32>,
     },
+    /// Reading bellperson's parameter file for 2^k constraints (written first if missing):
+    /// zkpipe's reader against bellperson's `Parameters::read`, checked and unchecked, each
+    /// read in a process of its own: seconds, GB/s and peak resident memory.
+    Params {
+        /// log2 of the constraints of the generated key.
+        #[arg(long, default_value_t = 20)]
+        k: u32,
+        /// The parameter file (written here when it does not exist).
+        #[arg(long)]
+        file: std::path::PathBuf,
+        /// Reads per reader (the median is reported; the peak memory is the largest).
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// Readers to time: zkpipe, zkpipe-unchecked, bellperson, bellperson-unchecked.
+        #[arg(long, value_delimiter = ',', default_values_t = params::READERS.map(String::from))]
+        readers: Vec<String>,
+    },
+    /// One read of a parameter file in this process (what `params` runs in its children).
+    #[command(hide = true)]
+    ParamsRead {
+        /// zkpipe, zkpipe-unchecked, bellperson or bellperson-unchecked.
+        #[arg(long)]
+        reader: String,
+        #[arg(long)]
+        file: std::path::PathBuf,
+    },
     /// Module load times.
     Load {
         /// Also load each module from its PTX (the driver's JIT; slow on a fresh machine).
@@ -107,6 +135,13 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Pcie { sizes_mib, runs } => pcie::run(&sizes_mib, runs),
         Command::Load { ptx } => load::run(ptx),
+        Command::Params {
+            k,
+            file,
+            runs,
+            readers,
+        } => params::run(k, &file, runs, &readers),
+        Command::ParamsRead { reader, file } => params::read_once(&reader, &file),
         Command::Msm {
             curve,
             sizes,

@@ -13,6 +13,7 @@ use serde_json::json;
 use zkpipe_bellperson::circuits::RandomR1cs;
 use zkpipe_bellperson::{proving_key_unchecked, synthesize};
 use zkpipe_pipeline::testgen::{random_key, Shape, WitnessSource};
+use zkpipe_pipeline::{read_params, read_params_unchecked};
 
 use crate::exit::Failure;
 use zkpipe_pipeline::{
@@ -73,6 +74,16 @@ pub struct Args {
     /// print the same.
     #[arg(long)]
     pub fixed: bool,
+    /// Prove with the key in this parameter file (bellperson's `Parameters::write` layout;
+    /// every point checked as it is read) instead of a generated one, with witnesses shaped to
+    /// it (computed as real proofs, not verifiable: the values are not the key's circuit's).
+    /// Prints how long the file took to read and at what speed.
+    #[arg(long, conflicts_with = "k")]
+    pub params: Option<std::path::PathBuf>,
+    /// Read --params without the curve and subgroup checks (as bellperson's
+    /// `Parameters::read(.., false)`): for a file from a trusted source.
+    #[arg(long, requires = "params")]
+    pub params_unchecked: bool,
     /// Threads making witnesses beside the engine, as a service's synthesis would run.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub producers: u16,
@@ -159,6 +170,37 @@ fn job(a: &Args) -> Result<Job, Error> {
         );
         Ok((key, Witnesses::Generated(w), None))
     }
+}
+
+/// A key read from a parameter file, with witnesses shaped to it. A file that cannot be read
+/// as one is a usage error naming what was wrong where.
+fn params_job(path: &std::path::Path, unchecked: bool) -> Result<Job, Failure> {
+    let bad =
+        |e: &dyn std::fmt::Display| Failure::Usage(format!("--params {}: {e}", path.display()));
+    let file_bytes = std::fs::metadata(path).map_err(|e| bad(&e))?.len();
+    let t = Instant::now();
+    let key = match unchecked {
+        true => read_params_unchecked(path),
+        false => read_params(path),
+    }
+    .map_err(|e| bad(&e))?;
+    let secs = t.elapsed().as_secs_f64();
+    let witnesses = WitnessSource::for_key(&key, 2).map_err(|e| bad(&e))?;
+    let n = key.domain_size();
+    crate::say!(
+        "parameters: {} ({:.2} GiB, domain 2^{}, {} inputs, {} aux) read in {secs:.2} s, {:.2} GB/s, {}; witnesses shaped to the key (proofs will not verify)",
+        path.display(),
+        file_bytes as f64 / GIB,
+        n.trailing_zeros(),
+        key.num_inputs(),
+        key.num_aux(),
+        file_bytes as f64 / secs.max(1e-9) / 1e9,
+        match unchecked {
+            true => "encodings checked (--params-unchecked)",
+            false => "every point checked",
+        }
+    );
+    Ok((key, Witnesses::Generated(witnesses), None))
 }
 
 const GIB: f64 = (1u64 << 30) as f64;
@@ -324,8 +366,12 @@ fn engine_config(a: &Args) -> Result<Config, Failure> {
 pub fn run(a: &Args) -> Result<(), Failure> {
     let cfg = engine_config(a)?;
     check_size(a)?;
-    let (key, witnesses, inputs) = job(a)?;
+    let (key, witnesses, inputs) = match &a.params {
+        Some(path) => params_job(path, a.params_unchecked)?,
+        None => job(a)?,
+    };
     let key = Arc::new(key);
+    let log_n = key.domain_size().trailing_zeros();
     let pin = cfg.pin_key;
     let (workers, g2_on_gpu) = (cfg.workers_per_device, cfg.g2 == G2Placement::Gpu);
     let resident = cfg.keep_key_resident;
@@ -334,7 +380,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     let pinned_witness = if a.cpu || !pin {
         cfg.pinned_witness
     } else {
-        cfg.pinned_witness.max(witnesses.pinned_bytes(a.k, 3))
+        cfg.pinned_witness.max(witnesses.pinned_bytes(log_n, 3))
     };
     let engine = Engine::start(cfg.with_pinned_witness(pinned_witness)).map_err(Failure::start)?;
     let lend = engine.on_gpu() && pin && !a.cpu && matches!(witnesses, Witnesses::Generated(_));
@@ -358,7 +404,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         drop(sets);
         crate::say!(
             "witness memory: {:.2} GiB page-locked in {:.2} s",
-            witnesses.pinned_bytes(a.k, 3) as f64 / GIB,
+            witnesses.pinned_bytes(log_n, 3) as f64 / GIB,
             t.elapsed().as_secs_f64()
         );
     }
@@ -459,7 +505,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         println!(
             "{}",
             json!({
-                "k": a.k, "proofs": a.proofs, "workers": workers, "backend": engine.backend(),
+                "k": log_n, "proofs": a.proofs, "workers": workers, "backend": engine.backend(),
                 "wall_s": wall, "proofs_per_s": a.proofs as f64 / wall, "verified": verified,
                 "device_ms_per_partition_median": device, "steady_wall_ms_per_partition": steady,
                 "partitions": parts.iter().map(Partition::json).collect::<Vec<_>>(),
@@ -479,7 +525,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         println!(
             "{} proofs of 2^{} on {} in {wall:.2} s: {:.2} proofs/s; {verified} verified",
             a.proofs,
-            a.k,
+            log_n,
             engine.backend(),
             a.proofs as f64 / wall
         );

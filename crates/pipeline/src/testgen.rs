@@ -69,9 +69,14 @@ fn cycle<P: Copy + Send + Sync + Default>(pool: &[P], offset: usize, len: usize)
     if pool.is_empty() {
         return (0..len).into_par_iter().map(|_| P::default()).collect();
     }
+    // The pools of large shapes have a power-of-two length: a mask, not a division, per value.
+    let mask = pool.len().is_power_of_two().then(|| pool.len() - 1);
     (0..len)
         .into_par_iter()
-        .map(|i| pool[(i + offset) % pool.len()])
+        .map(|i| match mask {
+            Some(m) => pool[(i + offset) & m],
+            None => pool[(i + offset) % pool.len()],
+        })
         .collect()
 }
 
@@ -126,6 +131,7 @@ pub struct WitnessSource {
     aux: Vec<Scalar>,
     input: Vec<Scalar>,
     a_density: Density,
+    b_input_density: Density,
     b_density: Density,
 }
 
@@ -133,6 +139,64 @@ impl WitnessSource {
     /// Pools of random evaluations a and b, c = a·b, and aux values (0 or 1 but one in 16
     /// random).
     pub fn new(shape: &Shape, seed: u64) -> Self {
+        Self::with_densities(
+            shape,
+            shape.a_density(),
+            Density::all(shape.inputs),
+            shape.b_density(),
+            seed,
+        )
+    }
+
+    /// Witnesses shaped to `key` (for proving with a key read from a parameter file): its
+    /// domain, inputs and aux variables, and densities that select as many variables as the
+    /// key has A and B points for, spread evenly. The proofs are computed as real ones but do
+    /// not verify: the values satisfy a·b = c at each constraint, not the key's circuit.
+    pub fn for_key(key: &ProvingKey, seed: u64) -> Result<Self, ProveError> {
+        let [_, _, a_len, b_len, _] = key.query_lens();
+        let (inputs, aux) = (key.num_inputs(), key.num_aux());
+        let short = |what, got| ProveError::Shape {
+            what,
+            expected: inputs,
+            got,
+        };
+        let a_aux = a_len.checked_sub(inputs).ok_or(short("A points", a_len))?;
+        let b_inputs = b_len.min(inputs);
+        let b_aux = b_len - b_inputs;
+        let too_many = |what, got| ProveError::Shape {
+            what,
+            expected: aux,
+            got,
+        };
+        if a_aux > aux {
+            return Err(too_many("A points for aux variables", a_aux));
+        }
+        if b_aux > aux {
+            return Err(too_many("B points for aux variables", b_aux));
+        }
+        let shape = Shape {
+            log_n: key.domain_size().trailing_zeros(),
+            inputs,
+            aux,
+            a_every: 0,
+            b_every: 0,
+        };
+        Ok(Self::with_densities(
+            &shape,
+            spread(aux, a_aux),
+            spread(inputs, b_inputs),
+            spread(aux, b_aux),
+            seed,
+        ))
+    }
+
+    fn with_densities(
+        shape: &Shape,
+        a_density: Density,
+        b_input_density: Density,
+        b_density: Density,
+        seed: u64,
+    ) -> Self {
         let n = 1usize << shape.log_n;
         let m = (n - n / 16).max(n / 2 + 1).min(n);
         let pool = m.min(POOL);
@@ -147,8 +211,9 @@ impl WitnessSource {
             evaluations: [a, b, c],
             aux: zkpipe_msm::testgen::mixed(shape.aux.min(POOL), seed ^ 5),
             input,
-            a_density: shape.a_density(),
-            b_density: shape.b_density(),
+            a_density,
+            b_input_density,
+            b_density,
         }
     }
 
@@ -212,8 +277,43 @@ impl WitnessSource {
             input: self.input.clone(),
             aux,
             a_aux_density: self.a_density.clone(),
-            b_input_density: Density::all(self.shape.inputs),
+            b_input_density: self.b_input_density.clone(),
             b_aux_density: self.b_density.clone(),
         }
+    }
+}
+
+/// `selected` of `len` flags set, spread evenly (flag i is set when the count of selected
+/// flags up to it grows).
+fn spread(len: usize, selected: usize) -> Density {
+    let upto = |i: usize| (i as u128 * selected as u128 / len.max(1) as u128) as usize;
+    Density::from_bools((0..len).map(|i| upto(i + 1) > upto(i)).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spread_selects_exactly_as_many_as_asked() {
+        for (len, selected) in [
+            (0, 0),
+            (1, 0),
+            (1, 1),
+            (7, 3),
+            (100, 25),
+            (1000, 999),
+            (64, 64),
+        ] {
+            let d = spread(len, selected);
+            assert_eq!(
+                (d.len(), d.selected()),
+                (len, selected),
+                "spread({len}, {selected})"
+            );
+        }
+        let quarter = spread(16, 4);
+        let picked: Vec<usize> = (0..16).filter(|&i| quarter.is_selected(i)).collect();
+        assert_eq!(picked, [3, 7, 11, 15]);
     }
 }
