@@ -52,6 +52,12 @@ pub const IMAGE: KernelImage = KernelImage {
     ],
 };
 
+/// `preferred` threads a block, or fewer (whole warps) where the kernels allow at most `limit`
+/// on this device.
+fn fitting_block(preferred: u32, limit: u32) -> u32 {
+    preferred.min(limit / 32 * 32).max(32)
+}
+
 /// The kernels of one curve.
 #[derive(Debug)]
 pub struct CurveKernels {
@@ -151,18 +157,24 @@ impl MsmKernels {
     pub fn load(ctx: &Arc<Context>) -> Result<Self, CudaError> {
         let m = Module::load(ctx, &IMAGE)?;
         let curve = |name: &str| -> Result<CurveKernels, CudaError> {
-            // G2's bucket kernel (255 registers, one 256-thread block an SM) in blocks of 128:
-            // 2^22 146.5 ms instead of 151.3 on the H200 (64: 147.5). G1's (128 registers,
-            // two blocks an SM) is best in blocks of 256: 2^24 161.7 ms, 167.2 in blocks of 128.
-            let task_block = if name == "g2" { 128 } else { BLOCK };
+            // The bucket kernels are register-bound: G2's in blocks of 128, G1's of 256 (the
+            // measured best on the H200, benches/NOTES.md), and never more threads than the
+            // device's registers allow the kernel (the driver's limit for this image).
+            let preferred = if name == "g2" { 128 } else { BLOCK };
+            let task_sums = m.function(&format!("msm_task_sums_{name}"))?;
+            let ones = m.function(&format!("msm_ones_{name}"))?;
+            let limit = task_sums
+                .max_threads_per_block()
+                .min(ones.max_threads_per_block());
+            let task_block = fitting_block(preferred, limit);
             Ok(CurveKernels {
                 task_block,
                 sum_groups: m.function(&format!("msm_sum_groups_{name}"))?,
-                task_sums: m.function(&format!("msm_task_sums_{name}"))?,
+                task_sums,
                 task_reduce: m.function(&format!("msm_task_reduce_{name}"))?,
                 segments: m.function(&format!("msm_segments_{name}"))?,
                 boolean: m.function(&format!("msm_boolean_{name}"))?,
-                ones: m.function(&format!("msm_ones_{name}"))?,
+                ones,
             })
         };
         Ok(Self {
@@ -737,5 +749,23 @@ impl EcGpuGenMultiexp {
             bits += width;
         }
         Ok(acc)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fitting_block;
+
+    #[test]
+    fn blocks_shrink_to_whole_warps_within_the_kernels_limit() {
+        assert_eq!(fitting_block(256, 1024), 256);
+        assert_eq!(fitting_block(256, 256), 256);
+        assert_eq!(fitting_block(256, 200), 192);
+        assert_eq!(fitting_block(128, 96), 96);
+        assert_eq!(
+            fitting_block(256, 20),
+            32,
+            "never below a warp: the launch check reports it"
+        );
     }
 }
