@@ -138,7 +138,7 @@ pub fn run(k: u32, path: &Path, runs: usize, readers: &[String]) -> BenchResult<
         let gbps = file_bytes as f64 / s / 1e9;
         let ratio = peak as f64 / file_bytes as f64;
         table.push_str(&format!(
-            "| {reader} | {s:.3} | {gbps:.2} | {:.1} | {ratio:.3} | {:.1} |\n",
+            "| {reader} | {s:.3} | {gbps:.3} | {:.1} | {ratio:.3} | {:.1} |\n",
             peak as f64 / (1 << 20) as f64,
             before as f64 / (1 << 20) as f64
         ));
