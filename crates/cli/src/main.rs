@@ -14,13 +14,6 @@ mod info;
 mod prove;
 mod soak;
 
-/// jemalloc keeps freed pages and hands them to the next allocation of their size: a service
-/// that makes a multi-GiB witness per partition then reuses memory instead of faulting in (and
-/// zeroing) fresh pages for each one, as glibc does for every allocation above its mmap
-/// threshold.
-#[global_allocator]
-static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-
 /// zkpipe: a GPU proving engine for Groth16 over BLS12-381.
 #[derive(Debug, Parser)]
 #[command(version, about)]
