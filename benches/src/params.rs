@@ -6,12 +6,12 @@
 use std::io::{BufReader, BufWriter, Write};
 use std::path::Path;
 use std::process::Command;
-use std::sync::Arc;
 use std::time::Instant;
 
-use bellperson::groth16::{Parameters, VerifyingKey};
+use bellperson::groth16::Parameters;
 use blstrs::Bls12;
 use serde_json::json;
+use zkpipe_bellperson::to_bellperson_parameters;
 use zkpipe_pipeline::testgen::{random_key_parts, Shape};
 
 use crate::stats::median;
@@ -27,24 +27,7 @@ pub const READERS: [&str; 4] = [
 
 /// Writes bellperson's parameter file for a Filecoin-shaped key of 2^k constraints.
 fn write_file(k: u32, path: &Path) -> BenchResult<()> {
-    let parts = random_key_parts(&Shape::filecoin(k), 1);
-    let vk = parts.vk;
-    let params = Parameters::<Bls12> {
-        vk: VerifyingKey {
-            alpha_g1: vk.alpha_g1,
-            beta_g1: vk.beta_g1,
-            beta_g2: vk.beta_g2,
-            gamma_g2: vk.gamma_g2,
-            delta_g1: vk.delta_g1,
-            delta_g2: vk.delta_g2,
-            ic: vk.ic,
-        },
-        h: Arc::new(parts.h),
-        l: Arc::new(parts.l),
-        a: Arc::new(parts.a),
-        b_g1: Arc::new(parts.b_g1),
-        b_g2: Arc::new(parts.b_g2),
-    };
+    let params = to_bellperson_parameters(random_key_parts(&Shape::filecoin(k), 1));
     let mut out = BufWriter::new(std::fs::File::create(path)?);
     params.write(&mut out)?;
     out.flush()?;

@@ -13,6 +13,8 @@
 
 pub mod circuits;
 
+use std::sync::Arc;
+
 use bellperson::groth16::{Parameters, Proof as BpProof};
 use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
 use blstrs::{Bls12, Scalar};
@@ -243,6 +245,28 @@ fn key_parts(params: &Parameters<Bls12>) -> KeyParts {
         a: params.a.to_vec(),
         b_g1: params.b_g1.to_vec(),
         b_g2: params.b_g2.to_vec(),
+    }
+}
+
+/// bellperson's parameters holding `parts` (say, a generated key, to be written to a file with
+/// `Parameters::write`): the inverse of reading them with [`proving_key`].
+pub fn to_bellperson_parameters(parts: KeyParts) -> Parameters<Bls12> {
+    let vk = parts.vk;
+    Parameters {
+        vk: bellperson::groth16::VerifyingKey {
+            alpha_g1: vk.alpha_g1,
+            beta_g1: vk.beta_g1,
+            beta_g2: vk.beta_g2,
+            gamma_g2: vk.gamma_g2,
+            delta_g1: vk.delta_g1,
+            delta_g2: vk.delta_g2,
+            ic: vk.ic,
+        },
+        h: Arc::new(parts.h),
+        l: Arc::new(parts.l),
+        a: Arc::new(parts.a),
+        b_g1: Arc::new(parts.b_g1),
+        b_g2: Arc::new(parts.b_g2),
     }
 }
 

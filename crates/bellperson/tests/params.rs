@@ -13,6 +13,7 @@ use common::{cube, params, rs, sha, Case};
 use ff::Field;
 use group::prime::PrimeCurveAffine;
 use zkpipe_bellperson::synthesize;
+use zkpipe_msm::testgen::off_subgroup_g1;
 use zkpipe_pipeline::{
     read_params, read_params_unchecked, Backend, Config, Engine, ParamsError, PointProblem,
     ProvingKey, Randomness,
@@ -150,19 +151,6 @@ fn wrong_counts_are_errors_before_anything_is_allocated() {
     assert!(read_params_unchecked(&file.0).is_err());
 }
 
-/// A point on y² = x³ + 4 that is not in the prime-order subgroup.
-fn off_subgroup() -> G1Affine {
-    (1u64..)
-        .filter_map(|k| {
-            let x = Fp::from(k);
-            let y = Option::<Fp>::from((x.square() * x + Fp::from(4u64)).sqrt())?;
-            let p = G1Affine::from_raw_unchecked(x, y, false);
-            (bool::from(p.is_on_curve()) && !bool::from(p.is_torsion_free())).then_some(p)
-        })
-        .next()
-        .unwrap()
-}
-
 #[test]
 fn bad_points_are_refused_with_their_query_index_and_offset() {
     let p = params(sha(1, 3).setup, 5);
@@ -181,7 +169,7 @@ fn bad_points_are_refused_with_their_query_index_and_offset() {
         ),
         (
             "off-subgroup",
-            off_subgroup().to_uncompressed(),
+            off_subgroup_g1().unwrap().to_uncompressed(),
             PointProblem::NotInSubgroup,
             false,
         ),
@@ -232,5 +220,31 @@ fn a_missing_file_is_an_error_naming_it() {
     assert!(
         err.to_string().contains("/nonexistent/zkpipe.params"),
         "{err}"
+    );
+}
+
+#[test]
+fn generated_keys_go_to_files_and_come_back_point_for_point() {
+    use zkpipe_bellperson::to_bellperson_parameters;
+    use zkpipe_pipeline::testgen::{random_key_parts, Shape};
+    let parts = random_key_parts(&Shape::filecoin(8), 3);
+    let params = to_bellperson_parameters(parts.clone());
+    let file = TempFile::new("generated", &bytes_of(&params));
+    let key = read_params(&file.0).unwrap();
+    assert_eq!(key.vk(), &parts.vk);
+    assert_eq!(
+        key.query_lens(),
+        [
+            parts.h.len(),
+            parts.l.len(),
+            parts.a.len(),
+            parts.b_g1.len(),
+            parts.b_g2.len()
+        ]
+    );
+    let back = Parameters::<Bls12>::read(&bytes_of(&params)[..], true).unwrap();
+    assert_eq!(
+        (&*back.h, &*back.l, &*back.a, &*back.b_g1, &*back.b_g2),
+        (&parts.h, &parts.l, &parts.a, &parts.b_g1, &parts.b_g2)
     );
 }

@@ -1,6 +1,6 @@
 //! Inputs for tests and benchmarks: many random-looking points and scalars, made in seconds.
 
-use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use blstrs::{Fp, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use ff::Field;
 use group::{Curve, Group};
 use rand::{RngCore, SeedableRng};
@@ -75,4 +75,17 @@ pub fn mixed(n: usize, seed: u64) -> Vec<Scalar> {
             _ => Scalar::ZERO,
         })
         .collect()
+}
+
+/// A point on G1's curve (y² = x³ + 4) that is not in the prime-order subgroup: what a checked
+/// key or parameter file must refuse. The one with the smallest x (found within a few tries).
+pub fn off_subgroup_g1() -> Option<G1Affine> {
+    (1u64..)
+        .filter_map(|k| {
+            let x = Fp::from(k);
+            let y = Option::<Fp>::from((x.square() * x + Fp::from(4u64)).sqrt())?;
+            let p = G1Affine::from_raw_unchecked(x, y, false);
+            (bool::from(p.is_on_curve()) && !bool::from(p.is_torsion_free())).then_some(p)
+        })
+        .next()
 }

@@ -7,6 +7,7 @@ mod gpu;
 use blstrs::{Fp, G1Affine, G2Affine, Scalar};
 use ff::Field;
 use group::prime::PrimeCurveAffine;
+use zkpipe_msm::testgen::off_subgroup_g1;
 use zkpipe_msm::MsmError;
 use zkpipe_pipeline::testgen::{random_key_parts, random_witness, Shape, WitnessSource};
 use zkpipe_pipeline::{Backend, Config, Engine, Evaluations, ProveError, ProvingKey, Randomness};
@@ -19,19 +20,6 @@ fn shape() -> Shape {
         a_every: 8,
         b_every: 3,
     }
-}
-
-/// A point on y² = x³ + 4 that is not in the prime-order subgroup.
-fn off_subgroup() -> G1Affine {
-    (1u64..)
-        .filter_map(|k| {
-            let x = Fp::from(k);
-            let y = Option::<Fp>::from((x.square() * x + Fp::from(4u64)).sqrt())?;
-            let p = G1Affine::from_raw_unchecked(x, y, false);
-            (bool::from(p.is_on_curve()) && !bool::from(p.is_torsion_free())).then_some(p)
-        })
-        .next()
-        .unwrap()
 }
 
 /// A key point moved off the curve.
@@ -59,7 +47,7 @@ fn points_off_the_curve_or_subgroup_are_refused() {
     );
 
     let mut p = parts.clone();
-    p.h[3] = off_subgroup();
+    p.h[3] = off_subgroup_g1().unwrap();
     let err = ProvingKey::new(p).unwrap_err();
     assert!(
         matches!(
@@ -464,7 +452,7 @@ fn gamma_at_infinity_and_bad_verifying_key_points_are_refused() {
         "{err}"
     );
     let mut vk = parts.vk.clone();
-    vk.alpha_g1 = off_subgroup();
+    vk.alpha_g1 = off_subgroup_g1().unwrap();
     let err = zkpipe_pipeline::PreparedVerifyingKey::new(&vk).unwrap_err();
     assert!(
         matches!(
