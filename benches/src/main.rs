@@ -91,6 +91,10 @@ enum Command {
         /// of its own choice, side by side.
         #[arg(long, value_delimiter = ',')]
         window_bits: Vec<u32>,
+        /// With each --window-bits width, also bases carrying this many copies of
+        /// precomputed multiples (2^(c·j)·P; 1 is none): speed against device memory.
+        #[arg(long, value_delimiter = ',')]
+        copies: Vec<u32>,
     },
     /// Reading bellperson's parameter file for 2^k constraints (written first if missing):
     /// zkpipe's reader against bellperson's `Parameters::read`, checked and unchecked, each
@@ -152,6 +156,7 @@ fn main() -> ExitCode {
             mode,
             chunk,
             window_bits,
+            copies,
         } => {
             if !matches!(curve.as_str(), "g1" | "g2")
                 || !matches!(scalars.as_str(), "random" | "boolean" | "mixed")
@@ -170,6 +175,7 @@ fn main() -> ExitCode {
                 ec_windows,
                 streamed_chunk: (mode == "streamed").then_some(1usize << chunk.min(31)),
                 window_bits,
+                copies,
             })
         }
         Command::Ntt {

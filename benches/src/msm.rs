@@ -10,7 +10,7 @@ use zkpipe_field::{cast, Exponent};
 use zkpipe_msm::kernels::EcGpuGenMultiexp;
 use zkpipe_msm::testgen::{booleans, g1_points, g2_points, scalars};
 use zkpipe_msm::{
-    BaseSource, Bases, CpuMsm, CudaMsm, Density, GpuCurve, Msm, ScalarKind, SplitQuery,
+    BaseSource, Bases, CpuMsm, CudaMsm, Density, GpuCurve, Msm, Multiples, ScalarKind, SplitQuery,
     SplitScalars, StreamOptions, G1, G2,
 };
 use zkpipe_pinned::PinnedBuffer;
@@ -45,13 +45,18 @@ pub struct Args {
     pub streamed_chunk: Option<usize>,
     /// Also time the resident MSM with each of these window widths.
     pub window_bits: Vec<u32>,
+    /// With each width, bases carrying this many copies of precomputed multiples (1: none).
+    pub copies: Vec<u32>,
 }
 
-/// The resident MSM with each fixed window width: "c=16: 524.5, c=20: 430.1" (median ms),
-/// and whether every result equals `expect`.
+/// The resident MSM with each fixed window width and each number of copies of precomputed
+/// multiples: "c=16: 524.5, c=20 t=4: 380.2 (51.54 GB, made in 410 ms)" (median ms; the
+/// device bytes of the bases with their multiples), and whether every result equals `expect`.
+#[allow(clippy::too_many_arguments)]
 fn windows<C: GpuCurve>(
     ctx: &std::sync::Arc<Context>,
     widths: &[u32],
+    copies: &[u32],
     bases: &zkpipe_msm::DeviceBases<C>,
     scalars: &DeviceBuffer<zkpipe_field::Fr>,
     kind: ScalarKind,
@@ -60,11 +65,26 @@ fn windows<C: GpuCurve>(
 ) -> BenchResult<(String, bool)> {
     let mut figures = Vec::new();
     let mut equal = true;
+    let copies = if copies.is_empty() { &[1][..] } else { copies };
     for &c in widths {
         let gpu = CudaMsm::new(ctx)?.with_window_bits(c)?;
-        let (ms, r) = time(runs, || Ok(gpu.msm_device::<C>(bases, scalars, kind)?))?;
-        equal &= r == *expect;
-        figures.push(format!("c={c}: {ms:.1}"));
+        for &t in copies {
+            if t <= 1 {
+                let (ms, r) = time(runs, || Ok(gpu.msm_device::<C>(bases, scalars, kind)?))?;
+                equal &= r == *expect;
+                figures.push(format!("c={c}: {ms:.1}"));
+                continue;
+            }
+            let made = Instant::now();
+            let pre = gpu.with_multiples(bases, Multiples::new(c, t)?)?;
+            let made_ms = made.elapsed().as_secs_f64() * 1e3;
+            let (ms, r) = time(runs, || Ok(gpu.msm_device::<C>(&pre, scalars, kind)?))?;
+            equal &= r == *expect;
+            let gb = pre.bytes() as f64 / 1e9;
+            figures.push(format!(
+                "c={c} t={t}: {ms:.1} ({gb:.2} GB, made in {made_ms:.0} ms)"
+            ));
+        }
     }
     Ok((figures.join(", "), equal))
 }
@@ -157,7 +177,8 @@ pub fn run(a: &Args) -> BenchResult<Report> {
             eprintln!("2^{k}: inputs in {:.1} s", t.elapsed().as_secs_f64());
             let db = gpu.upload_bases::<G2>(&b)?;
             let (ms, r) = time(runs, || Ok(gpu.msm_device::<G2>(&db, &ds, kind)?))?;
-            let (fixed, mut equal) = windows::<G2>(&ctx, &a.window_bits, &db, &ds, kind, &r, runs)?;
+            let (fixed, mut equal) =
+                windows::<G2>(&ctx, &a.window_bits, &a.copies, &db, &ds, kind, &r, runs)?;
             let sp = match a.mixed {
                 true => {
                     let (t, host_ms, sr) = split::<G2>(&gpu, &db, &s, runs)?;
@@ -184,7 +205,8 @@ pub fn run(a: &Args) -> BenchResult<Report> {
             eprintln!("2^{k}: inputs in {:.1} s", t.elapsed().as_secs_f64());
             let db = gpu.upload_bases::<G1>(&b)?;
             let (ms, r) = time(runs, || Ok(gpu.msm_device::<G1>(&db, &ds, kind)?))?;
-            let (fixed, mut equal) = windows::<G1>(&ctx, &a.window_bits, &db, &ds, kind, &r, runs)?;
+            let (fixed, mut equal) =
+                windows::<G1>(&ctx, &a.window_bits, &a.copies, &db, &ds, kind, &r, runs)?;
             let sp = match a.mixed {
                 true => {
                     let (t, host_ms, sr) = split::<G1>(&gpu, &db, &s, runs)?;

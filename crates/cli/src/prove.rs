@@ -60,6 +60,11 @@ pub struct Args {
     /// Upload the key's points for every MSM instead of keeping them on the device.
     #[arg(long)]
     pub no_resident: bool,
+    /// Copies of precomputed multiples kept with the resident key's H points (1: none; at
+    /// most 16): H's MSM sums that many windows in one set of buckets, at that many times
+    /// H's device memory. Fewer are kept when the key with them leaves no room for a job.
+    #[arg(long)]
+    pub key_multiples: Option<usize>,
     /// Leave the key's points in pageable host memory (they are page-locked by default).
     #[arg(long)]
     pub no_pin: bool,
@@ -352,6 +357,7 @@ fn engine_config(a: &Args) -> Result<Config, Failure> {
     let pin_key = base.pin_key && !a.no_pin;
     let backend = if a.cpu { Backend::Cpu } else { base.backend };
     let workers = a.workers.unwrap_or(base.workers_per_device);
+    let key_multiples = a.key_multiples.unwrap_or(base.key_multiples);
     Ok(base
         .with_backend(backend)
         .with_devices(devices)
@@ -360,6 +366,7 @@ fn engine_config(a: &Args) -> Result<Config, Failure> {
         .with_vram_cap(vram_cap)
         .with_queue_capacity(1)
         .with_keep_key_resident(keep_key_resident)
+        .with_key_multiples(key_multiples)
         .with_pin_key(pin_key))
 }
 
@@ -514,6 +521,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
                 "gpu_lock_ms_per_proof": per(st.gpu_lock_ms), "upload_gbps": st.upload_gbps,
                 "h_gpu_ms_per_proof": per(st.h_gpu_ms), "msm_gpu_ms_per_proof": per(st.msm_gpu_ms),
                 "key_pinned_bytes": st.key_pinned_bytes, "key_resident": resident,
+                "key_h_copies": st.key_h_copies,
                 "vram_high_water_bytes": st.vram_high_water,
                 "vram_budget_high_water_bytes": st.vram_budget_high_water,
                 "pinned_high_water_bytes": st.pinned_high_water,
@@ -555,7 +563,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         );
         if engine.on_gpu() {
             println!(
-                "uploads {:.2} GB at {:.1} GB/s through {:.2} GiB of pinned staging; VRAM high-water {:.2} GiB measured, {:.2} GiB granted by the budget; key {}",
+                "uploads {:.2} GB at {:.1} GB/s through {:.2} GiB of pinned staging; VRAM high-water {:.2} GiB measured, {:.2} GiB granted by the budget; key {}{}",
                 st.uploaded_bytes as f64 / 1e9,
                 st.upload_gbps,
                 st.pinned_high_water as f64 / GIB,
@@ -565,6 +573,11 @@ pub fn run(a: &Args) -> Result<(), Failure> {
                     "page-locked"
                 } else {
                     "pageable"
+                },
+                match st.key_h_copies {
+                    0 => String::new(),
+                    1 => ", resident".to_string(),
+                    c => format!(", resident with H in {c} copies (precomputed multiples)"),
                 },
             );
         }

@@ -31,6 +31,20 @@ FIELD_OPS(fp2_ops, FP2, FP2_)
 FIELD_OPS(zk_fr_ops, FR, ZK_FR)
 FIELD_OPS(zk_fp_ops, FP, ZK_FP)
 
+// The CIOS multiplications and the dedicated squarings.
+#define ZK_FRC(f) ZK_FRC_##f
+#define ZK_FRC_add zk_fr_add
+#define ZK_FRC_sub zk_fr_sub
+#define ZK_FRC_mul zk_fr_mul_cios
+#define ZK_FRC_sqr zk_fr_sqr
+#define ZK_FPC(f) ZK_FPC_##f
+#define ZK_FPC_add zk_fp_add
+#define ZK_FPC_sub zk_fp_sub
+#define ZK_FPC_mul zk_fp_mul_cios
+#define ZK_FPC_sqr zk_fp_sqr
+FIELD_OPS(zk_frc_ops, FR, ZK_FRC)
+FIELD_OPS(zk_fpc_ops, FP, ZK_FPC)
+
 // out[i] = 2p, out[n + i] = p + q (mixed), out[2n + i] = p + q (both Jacobian, q with z = 1).
 #define POINT_OPS(NAME, JAC, AFF, OP, ONE)                                       \
   KERNEL void NAME(const JAC* p, const AFF* q, JAC* out, uint n) {               \

@@ -59,6 +59,8 @@ pub struct FieldTestKernels {
     fp2: Function,
     zk_fr: Function,
     zk_fp: Function,
+    zk_frc: Function,
+    zk_fpc: Function,
     g1: Function,
     g2: Function,
 }
@@ -108,6 +110,8 @@ impl FieldTestKernels {
             fp2: m.function("fp2_ops")?,
             zk_fr: m.function("zk_fr_ops")?,
             zk_fp: m.function("zk_fp_ops")?,
+            zk_frc: m.function("zk_frc_ops")?,
+            zk_fpc: m.function("zk_fpc_ops")?,
             g1: m.function("g1_ops")?,
             g2: m.function("g2_ops")?,
         })
@@ -146,6 +150,12 @@ launches! {
     zk_fr_ops(zk_fr: Fr, Fr => Fr, 4);
     /// As [`FieldTestKernels::fp_ops`], with zkpipe's branch-free operations.
     zk_fp_ops(zk_fp: Fp, Fp => Fp, 4);
+    /// As [`FieldTestKernels::fr_ops`], with zkpipe's CIOS multiplication and dedicated
+    /// squaring.
+    zk_frc_ops(zk_frc: Fr, Fr => Fr, 4);
+    /// As [`FieldTestKernels::fp_ops`], with zkpipe's CIOS multiplication and dedicated
+    /// squaring.
+    zk_fpc_ops(zk_fpc: Fp, Fp => Fp, 4);
     /// out = [2p, p + q (mixed), p + q (Jacobian)] in G1 (3n elements), for p in `a` and q in `b`.
     g1_ops(g1: G1Projective, G1Affine => G1Projective, 3);
     /// out = [2p, p + q (mixed), p + q (Jacobian)] in G2 (3n elements), for p in `a` and q in `b`.

@@ -110,6 +110,20 @@ field_test!(
     cast::fps_as_gpu,
     zk_fp_ops
 );
+field_test!(
+    zk_cios_and_squaring_in_fr_match_blstrs,
+    Scalar,
+    layout::Fr,
+    cast::scalars_as_fr,
+    zk_frc_ops
+);
+field_test!(
+    zk_cios_and_squaring_in_fp_match_blstrs,
+    Fp,
+    layout::Fp,
+    cast::fps_as_gpu,
+    zk_fpc_ops
+);
 
 macro_rules! point_test {
     ($name:ident, $proj:ty, $aff_gpu:ty, $proj_gpu:ty, $kernel:ident) => {

@@ -15,11 +15,15 @@ DEVICE inline uint msm_bits(const FR* e, uint pos, uint c) {
 }
 
 // The signed digits of scalar e, written for entry i of n: window w gives key
-// w * buckets + (|digit| - 1) and value `value` | (negative << 31) at w * n + i, or MSM_NO_KEY
-// for a zero digit. Digits lie in [-2^(c-1), 2^(c-1)]; nw * c >= 256, so the top window never
-// carries.
-DEVICE inline void msm_digits_of(const FR e, uint i, uint n, uint c, uint nw, uint value,
-                                 uint* __restrict__ keys, uint* __restrict__ vals) {
+// set * buckets + (|digit| - 1) and value (`value` + copy * stride) | (negative << 31) at
+// w * n + i, or MSM_NO_KEY for a zero digit. Digits lie in [-2^(c-1), 2^(c-1)]; nw * c >= 256,
+// so the top window never carries. With precomputed multiples (copy j of the bases holding
+// 2^(c·j)·P, `stride` points apart), window w = set * copies + copy sums its digit times copy
+// `copy` into bucket set `set`: 2^(c·w)·P = 2^(c·copies·set)·(2^(c·copy)·P). Without them,
+// copies = 1 and every window is a set of its own.
+DEVICE inline void msm_digits_of(const FR e, uint i, uint n, uint c, uint nw, uint copies,
+                                 uint stride, uint value, uint* __restrict__ keys,
+                                 uint* __restrict__ vals) {
   const uint half = 1u << (c - 1);
   uint carry = 0;
   for (uint w = 0; w < nw; w++) {
@@ -38,19 +42,21 @@ DEVICE inline void msm_digits_of(const FR e, uint i, uint n, uint c, uint nw, ui
       keys[at] = MSM_NO_KEY;
       if (v != 0) carry = 1;  // v == 2^c: digit 0, carry 1
     } else {
-      keys[at] = w * half + (mag - 1);
-      vals[at] = value | (neg << 31);
+      const uint set = w / copies;
+      keys[at] = set * half + (mag - 1);
+      vals[at] = (value + (w - set * copies) * stride) | (neg << 31);
     }
   }
 }
 
 // One thread per scalar of scalars[lo, lo + n): its digits, with value i + v_lo (the index of
-// its base in the buffer the bucket sums read: v_lo = lo for resident bases, 0 for a chunk).
+// its base in the buffer the bucket sums read: v_lo = lo for resident bases, 0 for a chunk),
+// over `copies` copies of the bases `stride` points apart (1 and 0 without multiples).
 KERNEL void msm_digits(const FR* __restrict__ scalars, uint lo, uint n, uint v_lo, uint c, uint nw,
-                       uint* __restrict__ keys, uint* __restrict__ vals) {
+                       uint copies, uint stride, uint* __restrict__ keys, uint* __restrict__ vals) {
   const uint i = GET_GLOBAL_ID();
   if (i >= n) return;
-  msm_digits_of(FR_(unmont)(scalars[lo + i]), i, n, c, nw, i + v_lo, keys, vals);
+  msm_digits_of(FR_(unmont)(scalars[lo + i]), i, n, c, nw, copies, stride, i + v_lo, keys, vals);
 }
 
 // The rank of variable v among the variables a density bitmap selects: prefix[w] counts the
@@ -76,7 +82,7 @@ KERNEL void msm_digits_tail(const FR* __restrict__ tail, const uint* __restrict_
     return;
   }
   const uint base = msm_rank(density, prefix, v) - b_lo;
-  msm_digits_of(FR_(unmont)(tail[lo + i]), i, n, c, nw, base, keys, vals);
+  msm_digits_of(FR_(unmont)(tail[lo + i]), i, n, c, nw, 1u, 0u, base, keys, vals);
 }
 
 // counts[key] += 1 for every valid key.
@@ -478,6 +484,7 @@ DEVICE inline FP2 msm_fp2_double(FP2 a) { return msm_fp2_add(a, a); }
 // 2^22 38.4–38.7 ms and 2^24 134.9–136.9, against 39.5–40.4 and 140.1–140.7 with ec-gpu-gen's
 // multiplication, and 38.8–40.0 and 139.6–140.0 with the CIOS inlined (more spills).
 __noinline__ DEVICE FP msm_fp_mul_cios_call(FP a, FP b) { return zk_fp_mul_cios(a, b); }
+__noinline__ DEVICE FP msm_fp_sqr_call(FP a) { return zk_fp_sqr(a); }
 #define MSM_FPC_ZERO FP_(ZERO)
 #define MSM_FPC_ONE FP_(ONE)
 #define MSM_FPC_eq FP_(eq)
@@ -485,8 +492,8 @@ __noinline__ DEVICE FP msm_fp_mul_cios_call(FP a, FP b) { return zk_fp_mul_cios(
 #define MSM_FPC_sub FP_(sub)
 #define MSM_FPC_double FP_(double)
 #define MSM_FPC_mul msm_fp_mul_cios_call
-#define MSM_FPC_sqr(x) msm_fp_mul_cios_call(x, x)
-// Fp operations of G1's bucket additions (C: the called CIOS multiplication).
+#define MSM_FPC_sqr msm_fp_sqr_call
+// Fp operations of G1's bucket additions (C: the called CIOS multiplication and squaring).
 #define MSM_FPC(f) MSM_FPC_##f
 MSM_XYZZ(g1, G1_AFFINE, G1_JACOBIAN, MSM_G1, MSM_FPC, FP)
 MSM_XYZZ(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, MSM_FP2Z, FP2)
@@ -498,9 +505,74 @@ MSM_XYZZ(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, MSM_FP2Z, FP2)
 // G1's bucket kernel held to 128 registers, two 256-thread blocks an SM (it used 158, one
 // block): 2^22 51.4 ms instead of 54.9, 2^24 173.4 instead of 187.3 on the H200, despite a
 // few spills. G2's needs its 255 registers.
+// Inverses for the precomputation (a few per point, once per key): Fermat's a^(p-2) in Fp;
+// in Fp2 (u^2 = -1), the conjugate over the norm a0^2 + a1^2. The inverse of 0 comes out 0.
+__noinline__ DEVICE FP msm_fp_inverse(FP a) {
+  FP r = FP_(ONE);
+  for (int limb = FP_(LIMBS) - 1; limb >= 0; limb--) {
+    const uint e = FP_(P).val[limb] - (limb == 0 ? 2u : 0u);  // p is odd: no borrow
+    for (int bit = 31; bit >= 0; bit--) {
+      r = msm_fp_mul(r, r);
+      if ((e >> bit) & 1u) r = msm_fp_mul(r, a);
+    }
+  }
+  return r;
+}
+DEVICE inline FP2 msm_fp2_inverse(FP2 a) {
+  const FP t = msm_fp_inverse(zk_fp_add(msm_fp_mul(a.c0, a.c0), msm_fp_mul(a.c1, a.c1)));
+  FP2 r;
+  r.c0 = msm_fp_mul(a.c0, t);
+  r.c1 = msm_fp_mul(zk_fp_sub(FP_(ZERO), a.c1), t);
+  return r;
+}
+#define MSM_FPC_inverse msm_fp_inverse
+#define MSM_FP2Z_inverse msm_fp2_inverse
+
+// Precomputed multiples of fixed bases: copy j of a point P is 2^(c·j)·P, j < copies, so
+// that a Pippenger with c-bit windows sums `copies` windows in one set of buckets
+// (msm_digits_of). One thread a point: c doublings a copy in Jacobian coordinates, then one
+// inversion for all of the point's copies (Montgomery's trick) back to affine.
+#define MSM_MAX_COPIES 16
+#define MSM_PRECOMPUTE(NAME, AFF, JAC, F, FT)                                                  \
+  KERNEL void msm_precompute_##NAME(const AFF* __restrict__ bases, uint n, uint c, uint copies, \
+                                    AFF* __restrict__ out) {                                   \
+    const uint i = GET_GLOBAL_ID();                                                            \
+    if (i >= n) return;                                                                        \
+    const AFF p = bases[i];                                                                    \
+    out[i] = p;                                                                                \
+    const FT zero = F(ZERO);                                                                   \
+    if (F(eq)(p.x, zero) && F(eq)(p.y, zero)) { /* the identity, and all its multiples */     \
+      for (uint j = 1; j < copies; j++) out[(size_t)j * n + i] = p;                            \
+      return;                                                                                  \
+    }                                                                                          \
+    JAC q[MSM_MAX_COPIES];                                                                     \
+    FT prefix[MSM_MAX_COPIES]; /* prefix[j] = q[1].z ... q[j].z */                              \
+    JAC acc;                                                                                   \
+    acc.x = p.x; acc.y = p.y; acc.z = F(ONE);                                                  \
+    FT run = F(ONE);                                                                           \
+    for (uint j = 1; j < copies; j++) {                                                        \
+      for (uint d = 0; d < c; d++) acc = msm_dbl_##NAME(acc);                                  \
+      q[j] = acc;                                                                              \
+      run = F(mul)(run, acc.z);                                                                \
+      prefix[j] = run;                                                                         \
+    }                                                                                          \
+    FT inv = F(inverse)(run); /* 1 / (q[1].z ... q[copies - 1].z) */                           \
+    for (uint j = copies - 1; j >= 1; j--) {                                                   \
+      const FT zinv = j > 1 ? F(mul)(inv, prefix[j - 1]) : inv;                                \
+      inv = F(mul)(inv, q[j].z);                                                               \
+      const FT zinv2 = F(sqr)(zinv);                                                           \
+      AFF r;                                                                                   \
+      r.x = F(mul)(q[j].x, zinv2);                                                             \
+      r.y = F(mul)(q[j].y, F(mul)(zinv2, zinv));                                               \
+      out[(size_t)j * n + i] = r;                                                              \
+    }                                                                                          \
+  }
+
 #define MSM_LAUNCH_G1 __launch_bounds__(256, 2)
 #define MSM_LAUNCH_G2
 MSM_CURVE(g1, G1_AFFINE, G1_JACOBIAN, MSM_G1, MSM_FPC, FP, MSM_LAUNCH_G1)
 MSM_CURVE(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, MSM_FP2Z, FP2, MSM_LAUNCH_G2)
 MSM_ONES(g1, G1_AFFINE, G1_JACOBIAN, MSM_FPC, FP, MSM_LAUNCH_G1)
 MSM_ONES(g2, G2_AFFINE, G2_JACOBIAN, MSM_FP2Z, FP2, MSM_LAUNCH_G2)
+MSM_PRECOMPUTE(g1, G1_AFFINE, G1_JACOBIAN, MSM_FPC, FP)
+MSM_PRECOMPUTE(g2, G2_AFFINE, G2_JACOBIAN, MSM_FP2Z, FP2)

@@ -15,8 +15,8 @@ use zkpipe_field::Fr;
 use zkpipe_pinned::PinnedBuffer;
 use zkpipe_stream::{copy_scope, download, InFlight, Pinned};
 
-use crate::cuda::{CudaError, CudaMsm, DeviceBases, GpuCurve};
-use crate::pippenger::{combine, Digits, Plan, Workspace};
+use crate::cuda::{CudaError, CudaMsm, DeviceBases, GpuCurve, Multiples};
+use crate::pippenger::{combine, Capacity, Digits, Plan, Workspace};
 use crate::split::SplitChunk;
 use crate::{Bases, MsmError, SplitQuery, SplitScalars};
 
@@ -182,16 +182,34 @@ impl CudaMsm {
     /// The device memory of batches whose Pippenger runs over chunks of at most `chunk`
     /// points.
     pub fn batch_memory<C: GpuCurve>(&self, chunk: usize) -> Result<BatchMemory<C>, CudaError> {
+        self.batch_memory_for(chunk, None)
+    }
+
+    /// As [`CudaMsm::batch_memory`], also holding the Pippenger of dense MSMs over resident
+    /// bases that carry `multiples`.
+    pub fn batch_memory_for<C: GpuCurve>(
+        &self,
+        chunk: usize,
+        multiples: Option<Multiples>,
+    ) -> Result<BatchMemory<C>, CudaError> {
         if chunk < 32 {
             return Err(CudaError::Chunk { chunk });
         }
-        let plan = self.plan(chunk);
+        let plans = self.batch_plans(chunk, multiples);
         Ok(BatchMemory {
-            ws: Workspace::alloc(self.context(), plan)?,
-            plan,
+            ws: Workspace::alloc_for(self.context(), &plans)?,
+            plan: plans[0],
             slots: None,
             copy: Stream::new(self.context())?,
         })
+    }
+
+    /// The plans a batch's workspace holds: its own, and the one of bases with `multiples`.
+    fn batch_plans(&self, chunk: usize, multiples: Option<Multiples>) -> Vec<Plan> {
+        let own = self.plan(chunk);
+        let with =
+            multiples.map(|m| Plan::with_bits(chunk, m.window_bits()).with_copies(m.copies()));
+        std::iter::once(own).chain(with).collect()
     }
 
     /// A batch whose Pippenger runs over chunks of at most `chunk` points (each MSM's points
@@ -215,14 +233,26 @@ impl CudaMsm {
     /// Device bytes of a batch of chunks of `chunk` points running `msms` MSMs: the
     /// workspace, each MSM's results, and the two point buffers when bases are streamed.
     pub fn batch_bytes<C: GpuCurve>(&self, chunk: usize, msms: usize, streamed: bool) -> usize {
+        self.batch_bytes_for::<C>(chunk, msms, streamed, None)
+    }
+
+    /// As [`CudaMsm::batch_bytes`], for memory from [`CudaMsm::batch_memory_for`].
+    pub fn batch_bytes_for<C: GpuCurve>(
+        &self,
+        chunk: usize,
+        msms: usize,
+        streamed: bool,
+        multiples: Option<Multiples>,
+    ) -> usize {
         let jac = std::mem::size_of::<C::Jacobian>();
-        let plan = self.plan(chunk.max(32));
-        let results = (plan.out_len() + ones_threads(self) + ONES_GROUPS) * jac;
+        let plans = self.batch_plans(chunk.max(32), multiples);
+        let out_len = plans.iter().map(Plan::out_len).max().unwrap_or(0);
+        let results = (out_len + ones_threads(self) + ONES_GROUPS) * jac;
         let slots = match streamed {
-            true => 2 * plan.n * std::mem::size_of::<C::GpuAffine>(),
+            true => 2 * plans[0].n * std::mem::size_of::<C::GpuAffine>(),
             false => 0,
         };
-        plan.workspace_bytes(jac) + msms * results + slots
+        Capacity::of(&plans).bytes(jac) + msms * results + slots
     }
 
     /// Uploads a split's tail (synchronous copies, then a wait for the device: for tests and
@@ -272,12 +302,25 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
             .step_by(step)
             .map(|lo| (lo, (lo + step).min(n)))
             .collect();
-        let run = self.select(n.min(step))?;
+        let multiples = match &bases {
+            BaseSource::Resident(r) => r.multiples(),
+            _ => None,
+        };
+        let run = match multiples {
+            Some(m) => self.select_multiples(n.min(step), m)?,
+            None => self.select(n.min(step))?,
+        };
+        let stride = bases.len();
         let mut first = true;
         self.each_chunk(&bases, &chunks, |b, ws, (k, s, buf, ready)| {
             let (lo, hi) = chunks[k];
             let v_lo = if b.is_resident() { lo } else { 0 };
-            let digits = Digits::Dense { scalars, lo, v_lo };
+            let digits = Digits::Dense {
+                scalars,
+                lo,
+                v_lo,
+                stride,
+            };
             let acc = !std::mem::take(&mut first);
             ws.buckets_of::<C>(b.kernels(), s, buf, digits, hi - lo, acc, ready, None)
         })?;
@@ -431,6 +474,24 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
     fn select(&mut self, n: usize) -> Result<Plan, CudaError> {
         let wanted = self.msm.plan(n.clamp(1, self.plan.n));
         Ok(memory(&mut self.mem)?.ws.select(wanted))
+    }
+
+    /// The Pippenger plan of an MSM whose runs sum at most `n` points each over bases with
+    /// `multiples`: theirs when the workspace holds it ([`CudaMsm::batch_memory_for`]), else,
+    /// with a warning, the workspace's own, which reads only the points themselves.
+    fn select_multiples(&mut self, n: usize, multiples: Multiples) -> Result<Plan, CudaError> {
+        let n = n.clamp(1, self.plan.n);
+        let wanted = Plan::with_bits(n, multiples.window_bits()).with_copies(multiples.copies());
+        let run = memory(&mut self.mem)?.ws.select(wanted);
+        if run.copies != wanted.copies || run.c != wanted.c {
+            tracing::warn!(
+                window_bits = multiples.window_bits(),
+                copies = multiples.copies(),
+                "the batch's workspace does not hold the plan of the bases' multiples \
+                 (make it with batch_memory_for): the MSM runs without them"
+            );
+        }
+        Ok(run)
     }
 
     /// Enqueues the window reduction under `windows`' plan (when the MSM had a Pippenger

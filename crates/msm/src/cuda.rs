@@ -49,6 +49,15 @@ pub enum CudaError {
     /// An unusable window configuration.
     #[error("MSM: window of {c} bits with {nw} windows does not cover 256 bits")]
     Window { c: u32, nw: u32 },
+    /// Precomputed multiples in an unusable number of copies.
+    #[error(
+        "MSM: {copies} copies of precomputed multiples were asked for; from 1 to {} are supported",
+        crate::kernels::MAX_COPIES
+    )]
+    Copies { copies: u32 },
+    /// Precomputed multiples that the MSM's windows cannot use.
+    #[error("MSM: the bases carry multiples for {precomputed}-bit windows, but {asked}-bit windows were asked for")]
+    MultiplesWindow { precomputed: u32, asked: u32 },
     /// A window width outside [`crate::WINDOW_BITS`].
     #[error("MSM: a window of {c} bits was asked for; widths from {} to {} bits are supported", crate::WINDOW_BITS.start(), crate::WINDOW_BITS.end())]
     WindowBits { c: u32 },
@@ -145,16 +154,89 @@ impl GpuCurve for G2 {
     }
 }
 
-/// Bases uploaded once and kept on the device (a proving key's points).
+/// Bases uploaded once and kept on the device (a proving key's points), with precomputed
+/// multiples or without.
 #[derive(Debug)]
 pub struct DeviceBases<C: GpuCurve> {
+    /// The points, then (with multiples) copy j of them times 2^(c·j) for each j below
+    /// `multiples.copies`.
     buf: DeviceBuffer<C::GpuAffine>,
+    /// Points (a copy).
+    n: usize,
+    multiples: Option<Multiples>,
+}
+
+/// Precomputed multiples of fixed bases: `copies` copies of the points, copy j holding
+/// 2^(window_bits·j)·P, so that a Pippenger on `window_bits`-bit windows sums `copies` windows
+/// in one set of buckets. They trade device memory (`copies` times the points') for fewer
+/// bucket sets to reduce, which lets wider windows (fewer bucket additions) pay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Multiples {
+    window_bits: u32,
+    copies: u32,
+}
+
+impl Multiples {
+    /// Multiples for `window_bits`-bit windows (within [`crate::WINDOW_BITS`]) in `copies`
+    /// copies (1 to 16; more than the windows gain nothing).
+    pub fn new(window_bits: u32, copies: u32) -> Result<Self, CudaError> {
+        if !crate::WINDOW_BITS.contains(&window_bits) {
+            return Err(CudaError::WindowBits { c: window_bits });
+        }
+        if !(1..=crate::kernels::MAX_COPIES).contains(&copies) {
+            return Err(CudaError::Copies { copies });
+        }
+        Ok(Self {
+            window_bits,
+            copies,
+        })
+    }
+
+    /// Multiples in `copies` copies (clamped to 1..=16) for MSMs over `n` points, on the
+    /// window width that pays best with them (benches/NOTES.md): wider than without, as
+    /// fewer bucket sets leave less to reduce.
+    pub fn for_points(n: usize, copies: u32) -> Self {
+        let copies = copies.clamp(1, crate::kernels::MAX_COPIES);
+        let window_bits = match copies {
+            1 => crate::window_bits(n),
+            _ => crate::pippenger::window_bits_with_multiples(n),
+        };
+        Self {
+            window_bits,
+            copies,
+        }
+    }
+
+    /// The window width the multiples serve.
+    pub fn window_bits(&self) -> u32 {
+        self.window_bits
+    }
+
+    /// Copies of the points, the points themselves included.
+    pub fn copies(&self) -> u32 {
+        self.copies
+    }
+
+    /// Device bytes of `n` points of curve `C` with these multiples.
+    pub fn bytes<C: GpuCurve>(&self, n: usize) -> usize {
+        n * self.copies as usize * std::mem::size_of::<C::GpuAffine>()
+    }
 }
 
 impl<C: GpuCurve> DeviceBases<C> {
     /// Number of points.
     pub fn len(&self) -> usize {
-        self.buf.len()
+        self.n
+    }
+
+    /// The precomputed multiples these bases carry, if any.
+    pub fn multiples(&self) -> Option<Multiples> {
+        self.multiples
+    }
+
+    /// Device bytes they take, multiples included.
+    pub fn bytes(&self) -> usize {
+        self.buf.len() * std::mem::size_of::<C::GpuAffine>()
     }
 
     /// True when there are none.
@@ -205,8 +287,35 @@ impl CudaMsm {
         &self,
         bases: &Bases<C::Affine>,
     ) -> Result<DeviceBases<C>, CudaError> {
+        let buf = DeviceBuffer::from_host(&self.ctx, C::view(bases.points()))?;
         Ok(DeviceBases {
-            buf: DeviceBuffer::from_host(&self.ctx, C::view(bases.points()))?,
+            n: buf.len(),
+            buf,
+            multiples: None,
+        })
+    }
+
+    /// The same bases with precomputed `multiples` ([`Multiples`]), made on the device from
+    /// the points of `bases` (which stay as they are; drop them if only these are needed).
+    /// Their MSMs run on the multiples' window width.
+    pub fn with_multiples<C: GpuCurve>(
+        &self,
+        bases: &DeviceBases<C>,
+        multiples: Multiples,
+    ) -> Result<DeviceBases<C>, CudaError> {
+        let n = bases.n;
+        let len = n
+            .checked_mul(multiples.copies as usize)
+            .ok_or(CudaError::TooLarge { n })?;
+        let mut buf = DeviceBuffer::<C::GpuAffine>::alloc(&self.ctx, len)?;
+        let (c, copies) = (multiples.window_bits, multiples.copies);
+        let points = (&bases.buf, n);
+        C::kernels(&self.k).precompute(&self.stream, points, c, copies, &mut buf)?;
+        self.stream.synchronize()?;
+        Ok(DeviceBases {
+            buf,
+            n,
+            multiples: Some(multiples),
         })
     }
 
@@ -226,7 +335,11 @@ impl CudaMsm {
             self.stream.synchronize()?;
         }
         buf.copy_from_host_at(0, C::view(bases.points()))?;
-        Ok(DeviceBases { buf })
+        Ok(DeviceBases {
+            buf,
+            n: len,
+            multiples: None,
+        })
     }
 
     /// sum scalars[i] · bases[i] with the bases on the device.
@@ -332,7 +445,10 @@ impl CudaMsm {
         scalars: &DeviceBuffer<Fr>,
     ) -> Result<C::Projective, CudaError> {
         let n = scalars.len();
-        let plan = self.plan(n);
+        let plan = match bases.multiples {
+            Some(m) => Plan::with_bits(n, m.window_bits).with_copies(m.copies),
+            None => self.plan(n),
+        };
         let t = std::time::Instant::now();
         let mut ws = Workspace::<C::Jacobian>::alloc(&self.ctx, plan)?;
         let mut out = DeviceBuffer::<C::Jacobian>::alloc(&self.ctx, plan.out_len())?;

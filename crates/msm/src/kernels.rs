@@ -69,6 +69,7 @@ pub struct CurveKernels {
     segments: Function,
     boolean: Function,
     ones: Function,
+    precompute: Function,
 }
 
 /// The MSM kernels of one device.
@@ -134,6 +135,49 @@ fn check_digit_outputs(
     Ok(())
 }
 
+/// The most copies of precomputed multiples a base may have (the precomputation kernel keeps
+/// a point's copies in one thread's local memory).
+pub const MAX_COPIES: u32 = 16;
+
+/// How the bases a digits kernel reads are laid out: `copies` copies of `stride` points each,
+/// copy j holding 2^(c·j) times the points of copy 0 ([`Copies::ONE`] without multiples).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Copies {
+    /// Copies (1 to [`MAX_COPIES`]).
+    pub copies: u32,
+    /// Points a copy.
+    pub stride: usize,
+}
+
+impl Copies {
+    /// Bases without multiples.
+    pub const ONE: Copies = Copies {
+        copies: 1,
+        stride: 0,
+    };
+
+    /// The bases a digit kernel reads for values below `values`: `values` for one copy, all
+    /// copies otherwise; an error when a value would leave its copy or not fit 31 bits.
+    fn reach(self, values: usize) -> Result<usize, CudaError> {
+        let reach = match self.copies {
+            1 => values,
+            2..=MAX_COPIES if values <= self.stride => self.stride * self.copies as usize,
+            2..=MAX_COPIES => {
+                return Err(CudaError::BufferTooSmall {
+                    what: "copy of the bases",
+                    len: self.stride,
+                    needed: values,
+                })
+            }
+            copies => return Err(CudaError::Copies { copies }),
+        };
+        if reach >= 1 << 31 {
+            return Err(CudaError::TooLarge { n: reach });
+        }
+        Ok(reach)
+    }
+}
+
 fn grid(m: usize) -> Result<LaunchConfig, CudaError> {
     grid_of(m, BLOCK)
 }
@@ -175,6 +219,7 @@ impl MsmKernels {
                 segments: m.function(&format!("msm_segments_{name}"))?,
                 boolean: m.function(&format!("msm_boolean_{name}"))?,
                 ones,
+                precompute: m.function(&format!("msm_precompute_{name}"))?,
             })
         };
         Ok(Self {
@@ -194,7 +239,8 @@ impl MsmKernels {
 
     /// Signed-digit keys and values of `nw` windows of `c` bits for each scalar of
     /// `scalars[lo..lo + n]`; scalar `lo + i` gets the value `i + v_lo` (the index of its base
-    /// in the buffer the bucket sums read, of `bases` points).
+    /// in the buffer the bucket sums read, of `bases` points), plus `copy · stride` for a
+    /// window read from copy `copy` of bases with precomputed multiples.
     #[allow(clippy::too_many_arguments)]
     pub fn digits(
         &self,
@@ -203,22 +249,29 @@ impl MsmKernels {
         (lo, n): (usize, usize),
         (v_lo, bases): (usize, usize),
         (c, nw): (u32, u32),
+        copies: Copies,
         keys: &mut DeviceBuffer<u32>,
         vals: &mut DeviceBuffer<u32>,
     ) -> Result<(), CudaError> {
         need("scalars", scalars.len(), lo + n)?;
-        need("bases", bases, v_lo + n)?;
         check_digit_outputs(n, (c, nw), keys, vals)?;
+        let reach = copies.reach(v_lo + n)?;
+        need("bases", bases, reach)?;
         let lo32 = index32(lo + n).map(|_| lo as u32)?;
         let n32 = index32(n)?;
         let v32 = index32(v_lo + n).map(|_| v_lo as u32)?;
+        let stride = index32(copies.stride)?;
+        let copies = copies.copies;
         // SAFETY: one thread per scalar; thread i reads scalars[lo + i] < scalars.len() and
-        // writes keys/vals at w * n + i < nw * n (checked); values stay below `bases` (checked).
+        // writes keys/vals at w * n + i < nw * n (checked); values stay below `reach` <=
+        // `bases` < 2^31 (checked), so the sign bit stays free.
         unsafe {
             self.digits.launch(
                 s,
                 grid(n)?,
-                &[scalars, &lo32, &n32, &v32, &c, &nw, &*keys, &*vals],
+                &[
+                    scalars, &lo32, &n32, &v32, &c, &nw, &copies, &stride, &*keys, &*vals,
+                ],
             )
         }?;
         Ok(())
@@ -449,6 +502,33 @@ impl MsmKernels {
 pub type TaskOrder<'a> = (&'a DeviceBuffer<u32>, &'a DeviceBuffer<u32>);
 
 impl CurveKernels {
+    /// `out[j·n + i]` = 2^(c·j) · `bases[i]` for i < n and j < `copies`.
+    pub fn precompute<A: Pod>(
+        &self,
+        s: &Stream,
+        (bases, n): (&DeviceBuffer<A>, usize),
+        c: u32,
+        copies: u32,
+        out: &mut DeviceBuffer<A>,
+    ) -> Result<(), CudaError> {
+        need("bases", bases.len(), n)?;
+        if !(1..=MAX_COPIES).contains(&copies) {
+            return Err(CudaError::Copies { copies });
+        }
+        let total = n * copies as usize;
+        need("precomputed bases", out.len(), total)?;
+        index32(total)?;
+        let n32 = index32(n)?;
+        // SAFETY: thread i < n reads bases[i] and writes out[j·n + i] for j < copies, below
+        // copies·n <= out.len() < 2^32 (checked); copies <= MAX_COPIES, the kernel's local
+        // arrays.
+        unsafe {
+            self.precompute
+                .launch(s, grid(n)?, &[bases, &n32, &c, &copies, &*out])
+        }?;
+        Ok(())
+    }
+
     /// partial[k] = the sum of task k's points: task j of bucket b covers its points
     /// [j·t, (j + 1)·t). `partial` holds at least the number of tasks.
     #[allow(clippy::too_many_arguments)]
@@ -754,7 +834,38 @@ impl EcGpuGenMultiexp {
 
 #[cfg(test)]
 mod tests {
-    use super::fitting_block;
+    use super::{fitting_block, Copies, CudaError, MAX_COPIES};
+
+    #[test]
+    fn digit_values_stay_inside_their_copy_and_31_bits() {
+        assert_eq!(Copies::ONE.reach(1000).unwrap(), 1000);
+        let four = Copies {
+            copies: 4,
+            stride: 1000,
+        };
+        assert_eq!(four.reach(1000).unwrap(), 4000);
+        assert_eq!(four.reach(10).unwrap(), 4000);
+        assert!(matches!(
+            four.reach(1001),
+            Err(CudaError::BufferTooSmall {
+                len: 1000,
+                needed: 1001,
+                ..
+            })
+        ));
+        let many = Copies {
+            copies: MAX_COPIES + 1,
+            stride: 10,
+        };
+        assert!(
+            matches!(many.reach(10), Err(CudaError::Copies { copies }) if copies == MAX_COPIES + 1)
+        );
+        let wide = Copies {
+            copies: 2,
+            stride: 1 << 30,
+        };
+        assert!(matches!(wide.reach(1), Err(CudaError::TooLarge { .. })));
+    }
 
     #[test]
     fn blocks_shrink_to_whole_warps_within_the_kernels_limit() {

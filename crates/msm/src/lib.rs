@@ -35,7 +35,7 @@ pub mod testgen;
 pub use bases::{scalars_from_le_bytes, Bases, Point};
 pub use batch::{BaseSource, BatchMemory, DeviceQuery, DeviceSplit, MsmBatch, MsmResults, Ticket};
 pub use cpu::CpuMsm;
-pub use cuda::{CudaError, CudaMsm, DeviceBases, GpuCurve, ScalarKind, G1, G2};
+pub use cuda::{CudaError, CudaMsm, DeviceBases, GpuCurve, Multiples, ScalarKind, G1, G2};
 pub use density::Density;
 pub use pippenger::{window_bits, WINDOW_BITS};
 pub use split::{SplitQuery, SplitScalars};

@@ -10,7 +10,7 @@ use zkpipe_cuda::{Context, DeviceBuffer, Event, Stream};
 use zkpipe_field::Fr;
 
 use crate::cuda::{CudaError, GpuCurve};
-use crate::kernels::{scan_tiles, DensityMap, MsmKernels};
+use crate::kernels::{scan_tiles, Copies, DensityMap, MsmKernels};
 
 /// The window width for n points.
 ///
@@ -26,6 +26,22 @@ pub fn window_bits(n: usize) -> u32 {
         _ => 20,
     }
 }
+
+/// The window width for n points over bases with precomputed multiples: bucket sets shared
+/// by several windows make wide windows pay from fewer points on.
+pub fn window_bits_with_multiples(n: usize) -> u32 {
+    match n {
+        0..MID_WITH_MULTIPLES => window_bits(n),
+        MID_WITH_MULTIPLES..LARGE_WITH_MULTIPLES => 20,
+        _ => 22,
+    }
+}
+
+/// From this many points on, 20-bit windows over bases with multiples.
+const MID_WITH_MULTIPLES: usize = 1 << 24;
+
+/// From this many points on, 22-bit windows over bases with multiples.
+const LARGE_WITH_MULTIPLES: usize = 1 << 27;
 
 /// From this many points on, 20-bit windows: 13 windows instead of 16, a fifth fewer bucket
 /// additions, with buckets of n / 2^19 points or more (benches/NOTES.md has the crossover).
@@ -53,6 +69,8 @@ pub(crate) struct Plan {
     pub c: u32,
     /// Windows.
     pub nw: u32,
+    /// Windows a bucket set sums (copies of precomputed multiples of the bases; 1 without).
+    pub copies: u32,
     /// Buckets per window (signed digits: 2^(c-1)).
     pub buckets: u32,
     /// Buckets per segment of the window reduction.
@@ -70,6 +88,7 @@ impl Plan {
             n,
             c,
             nw: 256u32.div_ceil(c),
+            copies: 1,
             buckets,
             seg: buckets.min(SEGMENT),
             t: ((n.max(1) as f64).sqrt().ceil() as u32)
@@ -78,14 +97,28 @@ impl Plan {
         }
     }
 
+    /// This plan over bases carrying `copies` precomputed multiples: `copies` windows share
+    /// a set of buckets, so there are fewer sets to reduce.
+    pub fn with_copies(self, copies: u32) -> Self {
+        Self {
+            copies: copies.clamp(1, self.nw),
+            ..self
+        }
+    }
+
+    /// Sets of buckets: one for each `copies` windows.
+    pub fn sets(&self) -> u32 {
+        self.nw.div_ceil(self.copies)
+    }
+
     /// An upper bound on the tasks of n points: sum of ceil(c_b / t) <= m / t + buckets.
     pub fn max_tasks(&self) -> usize {
         self.n * self.nw as usize / self.t as usize + self.total() + 1
     }
 
-    /// All buckets of all windows.
+    /// All buckets of all sets.
     pub fn total(&self) -> usize {
-        (self.nw * self.buckets) as usize
+        (self.sets() * self.buckets) as usize
     }
 
     /// Segments per window.
@@ -98,36 +131,80 @@ impl Plan {
         self.segs().min(FOLD)
     }
 
-    /// Entries per window that the host reads back.
-    pub fn per_window(&self) -> u32 {
+    /// Entries per set that the host reads back.
+    pub fn per_set(&self) -> u32 {
         self.segs() / self.fold()
     }
 
     /// Entries per run that the host reads back.
     pub fn out_len(&self) -> usize {
-        (self.nw * self.per_window()) as usize
+        (self.sets() * self.per_set()) as usize
     }
 
     /// Device bytes of a workspace for this plan, bucket sums of `jac` bytes each.
     pub fn workspace_bytes(&self, jac: usize) -> usize {
-        let m = self.n * self.nw as usize;
-        let segments = (self.nw * self.segs()) as usize;
-        let order = 4 * 4 * self.max_tasks() + 3 * 4 * self.t as usize;
-        3 * 4 * m
-            + 5 * 4 * self.total()
+        Capacity::of(&[*self]).bytes(jac)
+    }
+}
+
+/// What a workspace's buffers hold: the largest of each dimension over the plans it was made
+/// for, the first of them being the one it runs when asked for a plan it cannot hold.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Capacity {
+    default: Plan,
+    n: usize,
+    /// Digits (points times windows).
+    m: usize,
+    total: usize,
+    max_tasks: usize,
+    t: usize,
+    segments: usize,
+}
+
+impl Capacity {
+    /// The capacity for each of `plans` (at least one).
+    pub fn of(plans: &[Plan]) -> Self {
+        let max = |f: &dyn Fn(&Plan) -> usize| plans.iter().map(f).max().unwrap_or(0);
+        Self {
+            default: plans[0],
+            n: max(&|p| p.n),
+            m: max(&|p| p.n * p.nw as usize),
+            total: max(&|p| p.total()),
+            max_tasks: max(&|p| p.max_tasks()),
+            t: max(&|p| p.t as usize),
+            segments: max(&|p| (p.sets() * p.segs()) as usize),
+        }
+    }
+
+    fn holds(&self, p: &Plan) -> bool {
+        p.n <= self.n
+            && p.n * p.nw as usize <= self.m
+            && p.total() <= self.total
+            && p.max_tasks() <= self.max_tasks
+            && p.t as usize <= self.t
+            && (p.sets() * p.segs()) as usize <= self.segments
+    }
+
+    /// Device bytes of a workspace of this capacity, bucket sums of `jac` bytes each.
+    pub fn bytes(&self, jac: usize) -> usize {
+        let order = 4 * 4 * self.max_tasks + 3 * 4 * self.t;
+        3 * 4 * self.m
+            + 5 * 4 * self.total
             + order
-            + jac * (self.total() + self.max_tasks() + segments)
+            + jac * (self.total + self.max_tasks + self.segments)
     }
 }
 
 /// Where a Pippenger's digits come from.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Digits<'a> {
-    /// Scalars `lo..lo + n` of a buffer; scalar `lo + i` reads base `v_lo + i`.
+    /// Scalars `lo..lo + n` of a buffer; scalar `lo + i` reads base `v_lo + i` (of each copy
+    /// of the bases, copies `stride` points apart, when the plan has precomputed multiples).
     Dense {
         scalars: &'a DeviceBuffer<Fr>,
         lo: usize,
         v_lo: usize,
+        stride: usize,
     },
     /// Tail entries `lo..lo + n` of a split MSM (scalars, variable indices), through a query's
     /// density; an entry reads the base of its variable's rank, minus `b_lo`.
@@ -142,8 +219,8 @@ pub(crate) enum Digits<'a> {
 /// Device buffers of one Pippenger run, reusable for any n up to the plan's.
 #[derive(Debug)]
 pub(crate) struct Workspace<J> {
-    /// The plan the buffers were sized for.
-    capacity: Plan,
+    /// What the buffers hold.
+    capacity: Capacity,
     /// The plan of the runs being enqueued ([`Workspace::select`]).
     plan: Plan,
     keys: DeviceBuffer<u32>,
@@ -163,38 +240,41 @@ pub(crate) struct Workspace<J> {
 
 impl<J: bytemuck::Pod> Workspace<J> {
     pub fn alloc(ctx: &Arc<Context>, plan: Plan) -> Result<Self, CudaError> {
-        let m = plan.n * plan.nw as usize;
-        let total = plan.total();
+        Self::alloc_for(ctx, &[plan])
+    }
+
+    /// A workspace that holds each of `plans` (at least one; the first is the default).
+    pub fn alloc_for(ctx: &Arc<Context>, plans: &[Plan]) -> Result<Self, CudaError> {
+        let cap = Capacity::of(plans);
+        let total = cap.total;
         Ok(Self {
-            capacity: plan,
-            plan,
-            keys: DeviceBuffer::alloc(ctx, m)?,
-            vals: DeviceBuffer::alloc(ctx, m)?,
-            sorted: DeviceBuffer::alloc(ctx, m)?,
+            capacity: cap,
+            plan: cap.default,
+            keys: DeviceBuffer::alloc(ctx, cap.m)?,
+            vals: DeviceBuffer::alloc(ctx, cap.m)?,
+            sorted: DeviceBuffer::alloc(ctx, cap.m)?,
             counts: DeviceBuffer::alloc(ctx, total)?,
             offsets: DeviceBuffer::alloc(ctx, total)?,
             cursor: DeviceBuffer::alloc(ctx, total)?,
             tasks: DeviceBuffer::alloc(ctx, total)?,
             task_offsets: DeviceBuffer::alloc(ctx, total)?,
             tiles: DeviceBuffer::alloc(ctx, scan_tiles(total).max(1))?,
-            order: TaskSort::alloc(ctx, &plan)?,
-            partial: DeviceBuffer::alloc(ctx, plan.max_tasks())?,
-            segments: DeviceBuffer::alloc(ctx, (plan.nw * plan.segs()) as usize)?,
+            order: TaskSort::alloc(ctx, &cap)?,
+            partial: DeviceBuffer::alloc(ctx, cap.max_tasks)?,
+            segments: DeviceBuffer::alloc(ctx, cap.segments)?,
             sums: DeviceBuffer::alloc(ctx, total)?,
         })
     }
 
-    /// Makes `plan` the plan of the next runs when the buffers hold it, else the plan they
-    /// were sized for (any window width gives the same sums); returns the one in use.
+    /// Makes `plan` the plan of the next runs when the buffers hold it, else the default
+    /// plan they were made for (any window width gives the same sums, if the bases carry no
+    /// multiples the plan would need); returns the one in use.
     pub fn select(&mut self, plan: Plan) -> Plan {
-        let (p, cap) = (&plan, &self.capacity);
-        let fits = p.n <= cap.n
-            && p.n * p.nw as usize <= cap.n * cap.nw as usize
-            && p.total() <= cap.total()
-            && p.max_tasks() <= cap.max_tasks()
-            && p.t <= cap.t
-            && p.nw * p.segs() <= cap.nw * cap.segs();
-        self.plan = if fits { plan } else { self.capacity };
+        self.plan = if self.capacity.holds(&plan) {
+            plan
+        } else {
+            self.capacity.default
+        };
         self.plan
     }
 
@@ -219,6 +299,7 @@ impl<J: bytemuck::Pod> Workspace<J> {
             scalars,
             lo: 0,
             v_lo: 0,
+            stride: n,
         };
         self.buckets_of::<C>(k, s, bases, digits, n, accumulate, points_ready, marks)
     }
@@ -251,9 +332,18 @@ impl<J: bytemuck::Pod> Workspace<J> {
         let window = (p.c, p.nw);
         let (keys, vals) = (&mut self.keys, &mut self.vals);
         match digits {
-            Digits::Dense { scalars, lo, v_lo } => {
+            Digits::Dense {
+                scalars,
+                lo,
+                v_lo,
+                stride,
+            } => {
                 let v = (v_lo, bases.len());
-                k.digits(s, scalars, (lo, n), v, window, keys, vals)?
+                let copies = match p.copies {
+                    1 => Copies::ONE,
+                    copies => Copies { copies, stride },
+                };
+                k.digits(s, scalars, (lo, n), v, window, copies, keys, vals)?
             }
             Digits::Tail {
                 tail,
@@ -318,7 +408,14 @@ impl<J: bytemuck::Pod> Workspace<J> {
     ) -> Result<(), CudaError> {
         let p = self.plan;
         let ck = C::kernels(k);
-        ck.segments(s, &self.sums, p.buckets, p.nw, p.seg, &mut self.segments)?;
+        ck.segments(
+            s,
+            &self.sums,
+            p.buckets,
+            p.sets(),
+            p.seg,
+            &mut self.segments,
+        )?;
         ck.sum_groups(s, &self.segments, p.out_len(), p.fold(), out)?;
         mark(marks, 4, s)
     }
@@ -338,9 +435,9 @@ struct TaskSort {
 }
 
 impl TaskSort {
-    fn alloc(ctx: &Arc<Context>, plan: &Plan) -> Result<Self, CudaError> {
-        let slots = plan.max_tasks();
-        let t = plan.t as usize;
+    fn alloc(ctx: &Arc<Context>, cap: &Capacity) -> Result<Self, CudaError> {
+        let slots = cap.max_tasks;
+        let t = cap.t;
         Ok(Self {
             keys: DeviceBuffer::alloc(ctx, slots)?,
             vals: DeviceBuffer::alloc(ctx, slots)?,
@@ -399,13 +496,13 @@ fn mark(marks: Option<&[Event; 5]>, i: usize, s: &Stream) -> Result<(), CudaErro
 }
 
 /// The MSM from segment results: `parts` holds one or more runs of `plan.out_len()` entries
-/// (one per chunk), laid out window by window. Windows are summed across runs, then combined
-/// by doubling.
+/// (one per chunk), laid out set by set. Sets are summed across runs, then combined by
+/// doubling, c bits for each window a set spans.
 pub(crate) fn combine<C: GpuCurve>(plan: &Plan, parts: &[C::Jacobian]) -> C::Projective {
     let len = plan.out_len();
-    let segs = plan.per_window() as usize;
+    let segs = plan.per_set() as usize;
     let runs = parts.len() / len.max(1);
-    let windows: Vec<C::Projective> = (0..plan.nw as usize)
+    let sets: Vec<C::Projective> = (0..plan.sets() as usize)
         .into_par_iter()
         .map(|w| {
             let mut acc = C::Projective::identity();
@@ -419,11 +516,59 @@ pub(crate) fn combine<C: GpuCurve>(plan: &Plan, parts: &[C::Jacobian]) -> C::Pro
         })
         .collect();
     let mut acc = C::Projective::identity();
-    for w in windows.iter().rev() {
-        for _ in 0..plan.c {
+    for set in sets.iter().rev() {
+        for _ in 0..plan.c * plan.copies {
             acc = acc.double();
         }
-        acc += w;
+        acc += set;
     }
     acc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cuda::G1;
+    use blstrs::{G1Projective, Scalar};
+    use ff::Field;
+    use zkpipe_field::cast;
+
+    #[test]
+    fn sets_cover_the_windows_and_a_capacity_holds_each_plan() {
+        let plain = Plan::with_bits(1 << 16, 16);
+        assert_eq!((plain.nw, plain.sets()), (16, 16));
+        for (copies, sets) in [(2, 8), (3, 6), (4, 4), (16, 1), (40, 1)] {
+            let p = plain.with_copies(copies);
+            assert_eq!(p.sets(), sets, "{copies} copies");
+            assert_eq!(p.total(), (sets * p.buckets) as usize);
+            assert_eq!(p.out_len(), (sets * p.per_set()) as usize);
+        }
+        let wide = Plan::with_bits(1 << 16, 20).with_copies(4);
+        let cap = Capacity::of(&[plain, wide]);
+        assert!(cap.holds(&plain) && cap.holds(&wide));
+        assert!(
+            !cap.holds(&Plan::with_bits(1 << 16, 20)),
+            "13 sets of 2^19 buckets"
+        );
+        assert!(!cap.holds(&Plan::with_bits(1 << 17, 16)), "more points");
+        assert!(cap.bytes(144) >= plain.workspace_bytes(144).max(wide.workspace_bytes(144)));
+    }
+
+    #[test]
+    fn sets_combine_with_c_bits_of_doubling_for_each_window_they_span() {
+        let (c, copies) = (5, 3);
+        let plan = Plan::with_bits(64, c).with_copies(copies);
+        let per = plan.per_set() as usize;
+        let mut parts = vec![G1Projective::identity(); plan.out_len()];
+        let g = G1Projective::generator();
+        let mut want = G1Projective::identity();
+        for set in 0..plan.sets() as usize {
+            let p = g * Scalar::from(set as u64 + 7);
+            parts[set * per] = p;
+            let shift = Scalar::from(2u64).pow_vartime([u64::from(c * copies) * set as u64]);
+            want += p * shift;
+        }
+        let gpu = cast::g1_projective_as_gpu(&parts);
+        assert_eq!(combine::<G1>(&plan, gpu), want);
+    }
 }

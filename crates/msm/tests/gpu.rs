@@ -13,6 +13,8 @@ use zkpipe_cuda::Context;
 use zkpipe_msm::testgen::{booleans, g1_points, g2_points, scalars};
 use zkpipe_msm::{Bases, CpuMsm, CudaError, CudaMsm, Density, Msm, MsmError, ScalarKind, G1, G2};
 
+#[path = "gpu/multiples.rs"]
+mod multiples;
 #[path = "gpu/split.rs"]
 mod split;
 #[path = "gpu/streamed.rs"]

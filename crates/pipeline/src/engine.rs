@@ -94,6 +94,12 @@ pub struct Config {
     pub pinned_witness: usize,
     /// Keep a proving key's points on the device across jobs when the budget allows.
     pub keep_key_resident: bool,
+    /// Copies of precomputed multiples kept with a resident key's H points
+    /// ([`zkpipe_msm::Multiples`]: copy j holds 2^(c·j)·P): H's MSM then sums `copies`
+    /// windows in one set of buckets, at `copies` times H's device memory. Where the key
+    /// with them leaves no room for a job, the engine keeps half as many, down to none, and
+    /// logs it. 0 and 1: none. Default 1.
+    pub key_multiples: usize,
     /// Page-lock a proving key's points in host memory when its first job is submitted to
     /// a GPU engine ([`ProvingKey::pin`]): uploads of them are then DMA at full speed.
     /// Default true.
@@ -134,6 +140,7 @@ config_setters! {
     with_g2 => g2: G2Placement,
     with_pinned_witness => pinned_witness: usize,
     with_keep_key_resident => keep_key_resident: bool,
+    with_key_multiples => key_multiples: usize,
     with_pin_key => pin_key: bool,
     with_on_device_failure => on_device_failure: OnDeviceFailure,
 }
@@ -174,6 +181,7 @@ impl Default for Config {
             g2: G2Placement::Cpu,
             pinned_witness: 0,
             keep_key_resident: true,
+            key_multiples: 1,
             pin_key: true,
             on_device_failure: OnDeviceFailure::Fail,
         }
@@ -182,12 +190,13 @@ impl Default for Config {
 
 /// The most a count of [`Config`] may be: channels and thread pools are allocated up front, so a
 /// huge count would abort the process instead of starting the engine.
-pub const CONFIG_MAX: [(&str, usize); 5] = [
+pub const CONFIG_MAX: [(&str, usize); 6] = [
     ("queue_capacity", 1 << 16),
     ("g2_capacity", 1 << 16),
     ("workers_per_device", 64),
     ("cpu_workers", 1024),
     ("g2_threads", 1024),
+    ("key_multiples", 16),
 ];
 
 impl Config {
@@ -200,6 +209,7 @@ impl Config {
             self.workers_per_device,
             self.cpu_workers,
             self.g2_threads,
+            self.key_multiples,
         ];
         for ((field, max), value) in CONFIG_MAX.into_iter().zip(values) {
             if value > max {
@@ -377,6 +387,7 @@ fn start_devices(cfg: &Config) -> Result<Vec<Arc<DeviceShared>>, ProveError> {
                 cap: cfg.vram_cap,
                 g2_on_gpu: cfg.g2 == G2Placement::Gpu,
                 keep_resident: cfg.keep_key_resident,
+                key_multiples: cfg.key_multiples.max(1) as u32,
                 pinned_bytes: cfg.pinned_per_device,
                 workers: cfg.workers_per_device.max(1),
             };

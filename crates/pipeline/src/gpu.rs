@@ -14,7 +14,8 @@ use rayon::prelude::*;
 use zkpipe_cuda::{Context, DeviceBuffer, Stream};
 use zkpipe_field::{cast, Fr};
 use zkpipe_msm::{
-    Bases, CudaMsm, DeviceBases, DeviceQuery, DeviceSplit, SplitQuery, SplitScalars, G1, G2,
+    Bases, CudaMsm, DeviceBases, DeviceQuery, DeviceSplit, Multiples, SplitQuery, SplitScalars, G1,
+    G2,
 };
 use zkpipe_ntt::{CudaNtt, HStepBuffers};
 use zkpipe_pinned::{PinnableVec, PinnedPool, PooledBuffer};
@@ -69,6 +70,8 @@ pub(crate) struct DeviceShared {
     pub pinned: PinnedPool,
     pub g2_on_gpu: bool,
     pub keep_resident: bool,
+    /// Copies of multiples asked for with a resident key's H points.
+    pub key_multiples: u32,
     pub workers: usize,
     baseline_used: usize,
     resident: Mutex<Option<(u64, Arc<ResidentKey>)>>,
@@ -88,6 +91,7 @@ pub(crate) struct DeviceSetup {
     pub cap: Option<usize>,
     pub g2_on_gpu: bool,
     pub keep_resident: bool,
+    pub key_multiples: u32,
     pub pinned_bytes: usize,
     pub workers: usize,
 }
@@ -105,6 +109,7 @@ impl DeviceShared {
             pinned,
             g2_on_gpu: setup.g2_on_gpu,
             keep_resident: setup.keep_resident,
+            key_multiples: setup.key_multiples,
             workers: setup.workers.max(1),
             resident: Mutex::new(None),
             memory: Reclaim::default(),
@@ -217,8 +222,9 @@ struct JobMemory {
     batches: Option<Batches>,
 }
 
-/// What memory of a worker serves: domain size, H step, H's chunk, the split MSMs' chunk.
-type MemoryShape = (usize, HStep, usize, usize);
+/// What memory of a worker serves: domain size, H step, H's chunk, the split MSMs' chunk,
+/// and the multiples of the resident H points that H's workspace holds the plan of.
+type MemoryShape = (usize, HStep, usize, usize, Option<Multiples>);
 
 /// Job memory kept from job to job, and its grant.
 #[derive(Debug)]
@@ -381,6 +387,10 @@ impl GpuWorker {
             active,
             memory,
         } = self.admit(key, &witness)?;
+        if let Some(k) = &resident {
+            let copies = k.h.multiples().map_or(1, |m| m.copies() as usize);
+            stats.key_h_copies.store(copies, Ordering::Relaxed);
+        }
         let n = key.domain_size();
         let (mut mem, kept) = self.job_memory(memory)?;
         let staged = self.stage(&plan, n, abc, witness, &mut mem, stats)?;
@@ -412,7 +422,9 @@ impl GpuWorker {
             None => {
                 let h = h_step.map(HStepBuffers::into_h);
                 let tail = split.host().tail().len();
-                let shape = (n, plan.h_step, plan.chunk, split_chunk(plan.chunk, tail));
+                let side = split_chunk(plan.chunk, tail);
+                let multiples = resident.as_ref().and_then(|k| k.h.multiples());
+                let shape = (n, plan.h_step, plan.chunk, side, multiples);
                 (None, h, self.alloc_batches(shape)?)
             }
         };
@@ -523,16 +535,19 @@ impl GpuWorker {
         };
         let tail = witness.split.tail().len();
         let resident = self.resident(key, &shape, tail)?;
-        let load = self.load(log_n, resident.as_ref().map(|_| self.key_bytes(key)));
+        let multiples = resident.as_ref().and_then(|k| k.h.multiples());
+        let key_bytes = resident.as_ref().map(|_| self.key_bytes(key, multiples));
+        let load = self.load(log_n, key_bytes);
         let streamed = resident.is_none();
-        let msm_bytes = |chunk| self.msm_bytes(chunk, tail, streamed);
+        let msm_bytes = |chunk| self.msm_bytes(chunk, tail, streamed, multiples);
         let plan =
             choose(&load, &shape, &msm_bytes).map_err(|e| ProveError::TooLargeForDevice {
                 device: self.ordinal(),
                 needed: e.needed,
                 capacity: e.available,
             })?;
-        let shape = (n, plan.h_step, plan.chunk, split_chunk(plan.chunk, tail));
+        let side = split_chunk(plan.chunk, tail);
+        let shape = (n, plan.h_step, plan.chunk, side, multiples);
         let reused = match plan.kept {
             0 => None,
             _ => self.dev.memory.take(|k| k.shape == shape),
@@ -570,8 +585,16 @@ impl GpuWorker {
     /// Device bytes of a job's MSM batches at `chunk` points: H's, the G1 split MSMs' (L, A,
     /// B1, [`split_chunk`]) beside it and, when G2 runs on the GPU, B2's ([`g2_chunk`]);
     /// `tail` is the split witness's tail.
-    fn msm_bytes(&self, chunk: usize, tail: usize, streamed: bool) -> usize {
-        let g1 = self.msm.batch_bytes::<G1>(chunk, 1, streamed)
+    fn msm_bytes(
+        &self,
+        chunk: usize,
+        tail: usize,
+        streamed: bool,
+        multiples: Option<Multiples>,
+    ) -> usize {
+        let g1 = self
+            .msm
+            .batch_bytes_for::<G1>(chunk, 1, streamed, multiples)
             + self
                 .side
                 .batch_bytes::<G1>(split_chunk(chunk, tail), 3, streamed);
@@ -600,11 +623,19 @@ impl GpuWorker {
         Ok(())
     }
 
-    /// Device bytes of a key's points.
-    fn key_bytes(&self, key: &ProvingKey) -> usize {
+    /// Device bytes of a key's points, H's with `multiples`.
+    fn key_bytes(&self, key: &ProvingKey, multiples: Option<Multiples>) -> usize {
         let [h, l, a, b1, b2] = key.query_lens();
         let g2 = if self.dev.g2_on_gpu { g2_bytes(b2) } else { 0 };
-        g1_bytes(h + 1 + l + a + b1) + g2
+        let h_copies = multiples.map_or(1, |m| m.copies() as usize);
+        g1_bytes((h + 1) * h_copies + l + a + b1) + g2
+    }
+
+    /// The multiples a resident key's H points would carry with `copies` copies (none for
+    /// one copy).
+    fn h_multiples(&self, key: &ProvingKey, copies: u32) -> Option<Multiples> {
+        let n = key.query_lens()[0] + 1;
+        (copies > 1).then(|| Multiples::for_points(n, copies))
     }
 
     /// The key on this device, uploading it the first time; `None` when it is not kept
@@ -627,25 +658,55 @@ impl GpuWorker {
         }
         // One key at a time: a new key replaces the old one (jobs still using it keep it alive).
         *slot = None;
-        let bytes = self.key_bytes(key);
-        let load = self.load(shape.n.trailing_zeros(), Some(bytes));
-        if choose(&load, shape, &|chunk| self.msm_bytes(chunk, tail, false)).is_err() {
+        // The most multiples of H asked for that leave room for a job, halving down to none.
+        let fits = |multiples: Option<Multiples>| {
+            let bytes = self.key_bytes(key, multiples);
+            let load = self.load(shape.n.trailing_zeros(), Some(bytes));
+            let msm_bytes = |chunk| self.msm_bytes(chunk, tail, false, multiples);
+            choose(&load, shape, &msm_bytes).is_ok()
+        };
+        let asked = self.dev.key_multiples;
+        let copies = std::iter::successors(Some(asked), |&c| (c > 1).then_some(c / 2))
+            .find(|&c| fits(self.h_multiples(key, c)));
+        let Some(copies) = copies else {
             tracing::warn!(
                 device = self.ordinal(),
-                key_bytes = bytes,
+                key_bytes = self.key_bytes(key, None),
                 capacity = self.dev.budget.capacity(),
                 "the proving key does not fit beside a job: bases are streamed from the page-locked key"
             );
             return Ok(None);
+        };
+        if copies < asked {
+            tracing::warn!(
+                device = self.ordinal(),
+                asked,
+                copies,
+                "the key with H's multiples in the copies asked for leaves no room for a job: fewer kept"
+            );
         }
-        let grant = self.dev.acquire(bytes, None, self.deadline())?;
+        let multiples = self.h_multiples(key, copies);
+        let bytes = self.key_bytes(key, multiples);
+        // H's points alone are on the device too while their multiples are made.
+        let made_from = multiples.map_or(0, |_| g1_bytes(key.query_lens()[0] + 1));
+        let mut grant = self.dev.acquire(bytes + made_from, None, self.deadline())?;
         let t = Instant::now();
         let up = |b: &Bases<G1Affine>| self.msm.upload_bases::<G1>(b).map_err(|e| self.err(e));
+        let points = self
+            .msm
+            .upload_bases_padded::<G1>(&key.h, 1)
+            .map_err(|e| self.err(e))?;
+        let h = match multiples {
+            Some(m) => {
+                let with = self.msm.with_multiples(&points, m);
+                drop(points);
+                with.map_err(|e| self.err(e))?
+            }
+            None => points,
+        };
+        grant.release(made_from);
         let k = Arc::new(ResidentKey {
-            h: self
-                .msm
-                .upload_bases_padded::<G1>(&key.h, 1)
-                .map_err(|e| self.err(e))?,
+            h,
             l: up(&key.l)?,
             a: up(&key.a)?,
             b_g1: up(&key.b_g1)?,
@@ -663,6 +724,7 @@ impl GpuWorker {
             device = self.ordinal(),
             key = key.id(),
             bytes,
+            h_copies = copies,
             pinned = key.is_pinned(),
             ms = t.elapsed().as_secs_f64() * 1e3,
             "proving key resident on the device"
@@ -701,7 +763,7 @@ impl GpuWorker {
     /// The H step's vectors for `shape` (none for a one-point domain).
     fn alloc_h_step(
         &self,
-        (n, h_step, _, _): MemoryShape,
+        (n, h_step, _, _, _): MemoryShape,
     ) -> Result<Option<HStepBuffers>, ProveError> {
         Ok(match (n, h_step) {
             (0 | 1, _) => None,
@@ -711,7 +773,10 @@ impl GpuWorker {
     }
 
     /// The MSM batches' memory for `shape`.
-    fn alloc_batches(&self, (_, _, chunk, side): MemoryShape) -> Result<Batches, ProveError> {
+    fn alloc_batches(
+        &self,
+        (_, _, chunk, side, multiples): MemoryShape,
+    ) -> Result<Batches, ProveError> {
         let e = |e| self.err(e);
         let g2 = match self.dev.g2_on_gpu {
             true => Some(
@@ -722,7 +787,9 @@ impl GpuWorker {
             false => None,
         };
         Ok((
-            self.msm.batch_memory::<G1>(chunk).map_err(e)?,
+            self.msm
+                .batch_memory_for::<G1>(chunk, multiples)
+                .map_err(e)?,
             self.side.batch_memory::<G1>(side).map_err(e)?,
             g2,
         ))

@@ -23,6 +23,7 @@ pub(crate) struct Counters {
     pub upload_ns: AtomicU64,
     pub vram_peak: AtomicUsize,
     pub key_pinned_bytes: AtomicU64,
+    pub key_h_copies: AtomicUsize,
     pub h_gpu_ns: AtomicU64,
     pub msm_gpu_ns: AtomicU64,
 }
@@ -66,6 +67,7 @@ impl Counters {
             vram_budget_high_water: budget_high_water,
             pinned_high_water: 0,
             key_pinned_bytes: self.key_pinned_bytes.load(Ordering::Relaxed),
+            key_h_copies: self.key_h_copies.load(Ordering::Relaxed),
             quarantined_devices: 0,
             vram_budget_in_use: 0,
             vram_kept: 0,
@@ -148,6 +150,9 @@ pub struct EngineStats {
     pub pinned_high_water: usize,
     /// Bytes of proving-key points the engine page-locked in host memory.
     pub key_pinned_bytes: u64,
+    /// Copies of H's points on the device in the last job with a resident key: 1 without
+    /// precomputed multiples ([`crate::Config::key_multiples`]), 0 when no job had one.
+    pub key_h_copies: usize,
     /// Devices quarantined after a fault ([`crate::Engine::quarantined`] says which and why).
     pub quarantined_devices: usize,
     /// Bytes the VRAM budgets grant now (summed over devices): NTT tables, a resident key,

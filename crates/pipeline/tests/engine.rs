@@ -410,7 +410,9 @@ fn huge_counts_in_the_config_are_an_error_not_an_abort() {
             "g2_capacity" => cfg.g2_capacity = value,
             "workers_per_device" => cfg.workers_per_device = value,
             "cpu_workers" => cfg.cpu_workers = value,
-            _ => cfg.g2_threads = value,
+            "g2_threads" => cfg.g2_threads = value,
+            "key_multiples" => cfg.key_multiples = value,
+            other => panic!("CONFIG_MAX names {other}, which this test does not set"),
         }
         match Engine::start(cfg) {
             Err(ProveError::Config {

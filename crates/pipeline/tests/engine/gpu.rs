@@ -127,6 +127,42 @@ fn a_pinned_key_proves_resident_and_uploaded_per_msm_with_event_timed_stages() {
 }
 
 #[test]
+fn h_multiples_with_the_resident_key_give_the_same_proofs() {
+    if gpu_context().is_none() {
+        return;
+    }
+    let fixed = Randomness::Fixed {
+        r: Scalar::from(17u64),
+        s: Scalar::from(19u64),
+    };
+    let sh = shape(13);
+    let key = Arc::new(random_key(&sh, 21).unwrap());
+    let w = random_witness(&sh, 22);
+    let cpu = Engine::start(Config::default().with_backend(Backend::Cpu)).unwrap();
+    let want = cpu.submit(&key, w.clone(), fixed).unwrap().wait().unwrap();
+    for copies in [2, 4, 16] {
+        let engine = Engine::start(
+            Config::default()
+                .with_backend(Backend::Gpu)
+                .with_key_multiples(copies),
+        )
+        .unwrap();
+        let jobs = engine
+            .submit_batch(&key, vec![w.clone(), w.clone()], fixed)
+            .unwrap();
+        for j in jobs {
+            let got = j.wait().unwrap();
+            assert_eq!(got.to_bytes(), want.to_bytes(), "{copies} copies");
+        }
+        let st = engine.shutdown();
+        assert_eq!((st.done, st.failed), (2, 0), "{copies} copies");
+        assert_eq!(st.key_h_copies, copies, "{st:?}");
+    }
+    let err = Engine::start(Config::default().with_key_multiples(17)).unwrap_err();
+    assert!(err.to_string().contains("key_multiples"), "{err}");
+}
+
+#[test]
 fn an_unpinned_key_still_proves() {
     if gpu_context().is_none() {
         return;
