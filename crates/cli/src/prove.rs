@@ -62,7 +62,7 @@ pub struct Args {
     pub no_resident: bool,
     /// Copies of precomputed multiples kept with the resident key's H points (1: none; at
     /// most 16): H's MSM sums that many windows in one set of buckets, at that many times
-    /// H's device memory. Fewer are kept when the key with them leaves no room for a job.
+    /// H's device memory. Fewer are kept where they would give jobs a smaller plan.
     #[arg(long)]
     pub key_multiples: Option<usize>,
     /// Leave the key's points in pageable host memory (they are page-locked by default).

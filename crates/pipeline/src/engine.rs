@@ -97,8 +97,9 @@ pub struct Config {
     /// Copies of precomputed multiples kept with a resident key's H points
     /// ([`zkpipe_msm::Multiples`]: copy j holds 2^(c·j)·P): H's MSM then sums `copies`
     /// windows in one set of buckets, at `copies` times H's device memory. Where the key
-    /// with them leaves no room for a job, the engine keeps half as many, down to none, and
-    /// logs it. 0 and 1: none. Default 1.
+    /// with them would give jobs a smaller plan than without (shorter MSM chunks, fewer jobs
+    /// side by side), which costs more than they save, the engine keeps half as many, down
+    /// to none, and logs it. 0 and 1: none. Default 1.
     pub key_multiples: usize,
     /// Page-lock a proving key's points in host memory when its first job is submitted to
     /// a GPU engine ([`ProvingKey::pin`]): uploads of them are then DMA at full speed.

@@ -658,16 +658,28 @@ impl GpuWorker {
         }
         // One key at a time: a new key replaces the old one (jobs still using it keep it alive).
         *slot = None;
-        // The most multiples of H asked for that leave room for a job, halving down to none.
-        let fits = |multiples: Option<Multiples>| {
+        // The most multiples of H asked for that leave a job the plan it has without them,
+        // halving down to none: a smaller plan (shorter chunks, one job at a time) costs more
+        // than the multiples save.
+        let plan_with = |multiples: Option<Multiples>| {
             let bytes = self.key_bytes(key, multiples);
             let load = self.load(shape.n.trailing_zeros(), Some(bytes));
             let msm_bytes = |chunk| self.msm_bytes(chunk, tail, false, multiples);
-            choose(&load, shape, &msm_bytes).is_ok()
+            choose(&load, shape, &msm_bytes).ok()
+        };
+        let plain = plan_with(None);
+        let as_good = |p: &JobPlan| {
+            plain.as_ref().is_some_and(|q| {
+                (p.h_step, p.chunk, p.side_by_side, p.kept > 0)
+                    == (q.h_step, q.chunk, q.side_by_side, q.kept > 0)
+            })
         };
         let asked = self.dev.key_multiples;
-        let copies = std::iter::successors(Some(asked), |&c| (c > 1).then_some(c / 2))
-            .find(|&c| fits(self.h_multiples(key, c)));
+        let copies =
+            std::iter::successors(Some(asked), |&c| (c > 1).then_some(c / 2)).find(|&c| match c {
+                1 => plain.is_some(),
+                _ => plan_with(self.h_multiples(key, c)).is_some_and(|p| as_good(&p)),
+            });
         let Some(copies) = copies else {
             tracing::warn!(
                 device = self.ordinal(),
@@ -682,7 +694,7 @@ impl GpuWorker {
                 device = self.ordinal(),
                 asked,
                 copies,
-                "the key with H's multiples in the copies asked for leaves no room for a job: fewer kept"
+                "the key with H's multiples in the copies asked for would shrink the jobs' plan: fewer kept"
             );
         }
         let multiples = self.h_multiples(key, copies);
