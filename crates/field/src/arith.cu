@@ -2,8 +2,8 @@
 // Branch-free modular addition, subtraction and Montgomery multiplication: the final
 // conditional subtraction of p is computed always and selected by the borrow, where
 // ec-gpu-gen's compares limb by limb and branches. zk_<n>_mul_sos multiplies with
-// ec-gpu-gen's product and reduction; zk_<n>_mul_cios is our own (below). On the H200 a 2^27 NTT went from
-// 49.4 to 45.9 ms with the branch-free operations.
+// ec-gpu-gen's product and reduction; zk_<n>_mul_cios is our own (below). The NTT measured
+// faster with the branch-free operations (benches/NOTES.md).
 //
 // Carries pass between separate asm statements, as in ec-gpu-gen's chains: each is volatile,
 // so the compiler keeps them in order with nothing between them.
@@ -197,7 +197,7 @@ ZK_MUL_CIOS(fp, FP, FP_, 12)
 ZK_SQR(fr, FR, FR_, 8)
 ZK_SQR(fp, FP, FP_, 12)
 
-// Fr multiplies by CIOS (a 2^27 NTT 45.9 -> 44.2 ms on the H200). zk_fp_mul keeps the
+// Fr multiplies by CIOS (the faster for the NTT: benches/NOTES.md). zk_fp_mul keeps the
 // product-then-reduction form, which G2's bucket additions were tuned on; G1's call
 // zk_fp_mul_cios (msm.cu).
 DEVICE inline FR zk_fr_mul(FR a, FR b) { return zk_fr_mul_cios(a, b); }

@@ -357,10 +357,9 @@ DEVICE inline uint32_t msm_wide_sub(uint32_t* a, const uint32_t* b) {
   return zk_subc(0, 0);
 }
 // Double-width products and reductions out of line, the subtractions inline, and the whole
-// multiplication called (msm_fp2_mul_lazy_call). G2 2^22 on the H200: 119.4–124.6 ms with three
-// Montgomery multiplications; lazy, 125.7 with everything in one out-of-line function (892
-// bytes of spills in the bucket loop), 115.2–116.1 with the multiplication inlined, 111.4–111.6
-// called.
+// multiplication called (msm_fp2_mul_lazy_call): the fastest G2 of the arrangements measured
+// (three Montgomery multiplications; lazy, all out of line, which spilled in the bucket loop;
+// lazy and inlined: benches/NOTES.md).
 typedef struct { uint32_t v[MSM_WIDE]; } msm_fpw;
 __noinline__ DEVICE msm_fpw msm_fp_wide(FP a, FP b) {
   msm_fpw r;
@@ -388,9 +387,8 @@ DEVICE inline FP2 msm_fp2_mul_lazy(FP2 a, FP2 b) {
 __noinline__ DEVICE FP2 msm_fp2_mul_lazy_call(FP2 a, FP2 b) { return msm_fp2_mul_lazy(a, b); }
 // The rest of G2's Fp2 arithmetic over zkpipe's branch-free Fp operations (arith.cu), its Fp
 // products out of line (ec-gpu-gen's Fp2 multiplication interleaves three inlined ones and
-// spills 420 bytes): G2 2^22 103.1–103.3 ms instead of 108.3–108.4 with ec-gpu-gen's. G1 stays
-// on ec-gpu-gen's inlined Fp operations: with the branch-free ones its 2^22 took 41.2–41.9 ms
-// instead of 39.1–40.5, 2^24 144.0–145.9 instead of 140.4–140.5.
+// spills 420 bytes), faster than ec-gpu-gen's for G2. G1 stays on ec-gpu-gen's inlined Fp
+// additions, which measured faster there than the branch-free ones (benches/NOTES.md).
 __noinline__ DEVICE FP msm_fp_mul(FP a, FP b) { return zk_fp_mul(a, b); }
 DEVICE inline FP2 msm_fp2_sqr(FP2 a) {
   const FP ab = msm_fp_mul(a.c0, a.c1);
@@ -480,9 +478,8 @@ DEVICE inline FP2 msm_fp2_double(FP2 a) { return msm_fp2_add(a, a); }
     return r;                                                                                  \
   }
 // G1's bucket additions multiply by zkpipe's CIOS (zk_fp_mul_cios), called rather than
-// inlined; the rest of their Fp arithmetic is ec-gpu-gen's. On the H200 (run 7, alternated):
-// 2^22 38.4–38.7 ms and 2^24 134.9–136.9, against 39.5–40.4 and 140.1–140.7 with ec-gpu-gen's
-// multiplication, and 38.8–40.0 and 139.6–140.0 with the CIOS inlined (more spills).
+// inlined (inlined, it spilled more), and square by zkpipe's dedicated squaring; the rest of
+// their Fp arithmetic is ec-gpu-gen's. benches/NOTES.md has the figures of each choice.
 __noinline__ DEVICE FP msm_fp_mul_cios_call(FP a, FP b) { return zk_fp_mul_cios(a, b); }
 __noinline__ DEVICE FP msm_fp_sqr_call(FP a) { return zk_fp_sqr(a); }
 #define MSM_FPC_ZERO FP_(ZERO)
@@ -498,13 +495,6 @@ __noinline__ DEVICE FP msm_fp_sqr_call(FP a) { return zk_fp_sqr(a); }
 MSM_XYZZ(g1, G1_AFFINE, G1_JACOBIAN, MSM_G1, MSM_FPC, FP)
 MSM_XYZZ(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, MSM_FP2Z, FP2)
 
-// The bucket loop adds in XYZZ coordinates (above): 2^24 G1 141.8–143.6 ms instead of 160.6,
-// G2 2^22 125.8–126.5 instead of 143.6 on the H200. G1's additions over inlined Fp
-// arithmetic but the called CIOS multiplication; G2's over the Fp2 arithmetic above (ec-gpu-gen's Fp2 spilled; its Jacobian madd
-// inlined in the loop had made 2^22 240 ms).
-// G1's bucket kernel held to 128 registers, two 256-thread blocks an SM (it used 158, one
-// block): 2^22 51.4 ms instead of 54.9, 2^24 173.4 instead of 187.3 on the H200, despite a
-// few spills. G2's needs its 255 registers.
 // Inverses for the precomputation (a few per point, once per key): Fermat's a^(p-2) in Fp;
 // in Fp2 (u^2 = -1), the conjugate over the norm a0^2 + a1^2. The inverse of 0 comes out 0.
 __noinline__ DEVICE FP msm_fp_inverse(FP a) {
@@ -568,6 +558,12 @@ DEVICE inline FP2 msm_fp2_inverse(FP2 a) {
     }                                                                                          \
   }
 
+// The bucket loop adds in XYZZ coordinates (above), faster than Jacobian mixed additions for
+// both curves: G1's over inlined Fp arithmetic but the called CIOS multiplication and
+// squaring; G2's over the Fp2 arithmetic above (ec-gpu-gen's Fp2 spilled, and its Jacobian
+// madd inlined in the loop was slower still).
+// G1's bucket kernel held to 128 registers, two 256-thread blocks an SM (it used 158, one
+// block): faster despite a few spills (benches/NOTES.md). G2's needs its 255 registers.
 #define MSM_LAUNCH_G1 __launch_bounds__(256, 2)
 #define MSM_LAUNCH_G2
 MSM_CURVE(g1, G1_AFFINE, G1_JACOBIAN, MSM_G1, MSM_FPC, FP, MSM_LAUNCH_G1)

@@ -53,8 +53,8 @@ pub const WINDOW_BITS: std::ops::RangeInclusive<u32> = 2..=22;
 
 /// Buckets per segment of the window reduction. Each segment is one thread's running sum
 /// (2 additions a bucket) plus its offset times the segment's sum: shorter segments mean
-/// more threads and a shorter serial chain. 64 left 8192 threads at c = 16 (6.5 ms of a
-/// 2^22 G1 MSM, 17.5 ms in G2, on the H200).
+/// more threads and a shorter serial chain (64 left 8192 threads at c = 16, too few:
+/// benches/NOTES.md).
 const SEGMENT: u32 = 16;
 
 /// Segment results a thread adds into one read-back entry (the host adds the rest).

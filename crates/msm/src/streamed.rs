@@ -48,9 +48,8 @@ impl Default for StreamOptions {
 /// Chunk boundaries: a first chunk of a quarter, whose copy is the only one with nothing to
 /// hide behind, then full chunks, the last one shorter. A chunk's points take about a quarter
 /// of the time to copy that a G1 chunk takes to compute, so the copy of a full second chunk
-/// still fits behind the short first one. On the H200, G1 2^22 streamed in chunks of 2^21 took
-/// 1.10–1.13 times the resident time with it, 1.16 without; in chunks of 2^22, 1.13–1.14
-/// against 1.19.
+/// still fits behind the short first one (the figures with and without it are in
+/// benches/NOTES.md).
 pub(crate) fn schedule(n: usize, chunk: usize) -> Vec<(usize, usize)> {
     let chunk = chunk.max(1);
     let first = (chunk / 4).max(1);
@@ -290,8 +289,8 @@ impl CudaMsm {
         chunk: usize,
     ) -> Result<C::Projective, CudaError> {
         // Every chunk adds into the same bucket sums, so the window reduction and the one
-        // read-back happen once, after the last chunk: a per-chunk reduction cost about 14 ms
-        // a chunk at 2^22 on the H200 (streamed 2^24 took 1.25x the resident time with it).
+        // read-back happen once, after the last chunk (a reduction per chunk cost more than
+        // the copies hide: benches/NOTES.md).
         let plan = self.plan(chunk);
         let (k, s) = (self.kernels(), self.stream());
         // The workspace is allocated in the first chunk's call, after that chunk's copies are

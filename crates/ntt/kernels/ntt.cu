@@ -1,8 +1,8 @@
 // Kernels of zkpipe-ntt: Stockham radix-2^deg passes with shared-memory butterflies, twiddles
 // from full or two-level tables, pointwise work (scalings, the H step's product and
 // subtraction) fused into the first or last pass, and bit reversal. Arithmetic: zkpipe's
-// branch-free Fr operations (the prelude's arith.cu): 2^27 45.9 ms instead of 49.4, 2^24 4.94
-// instead of 5.35 on the H200.
+// branch-free Fr operations (the prelude's arith.cu), faster than ec-gpu-gen's here
+// (benches/NOTES.md).
 //
 // A power w^e (e < 2^28) is lo[e mod 2^lo_bits] * hi[e >> lo_bits]: two small tables that stay
 // in L2 instead of one of n entries, for one extra multiplication.
@@ -166,7 +166,7 @@ DEVICE inline void zk_pass(const FR* __restrict__ x, FR* __restrict__ y, const F
 }
 
 // The unscaled pass has its own entry: the scaling's registers (83 instead of 78) cost the
-// 8-bit passes a block per SM (2^24: 5.81 ms instead of 5.52 on the H200).
+// 8-bit passes a block per SM (benches/NOTES.md).
 KERNEL void ntt_pass(const FR* __restrict__ x, FR* __restrict__ y, const FR* __restrict__ lo,
                      const FR* __restrict__ hi, uint lo_bits, const FR* __restrict__ full,
                      uint lgn, uint lgp, uint deg) {

@@ -360,8 +360,8 @@ fn wait<H>(ntt: &CudaNtt, up: &InFlight<H>) -> Result<(), NttError> {
 /// The column blocks a's upload is cut into by [`CudaNtt::h_step_pinned_into`], so that the
 /// first pass of its inverse transform runs block by block while the rest arrives: 8, or
 /// `ZKPIPE_H_COLUMNS` (0: one plain copy); none when the transform has a single pass (whose
-/// output is scaled) or its rows are not a multiple of the blocks. On the H200 at 2^27, 8
-/// blocks took the step from pinned memory from 422 to 415 ms.
+/// output is scaled) or its rows are not a multiple of the blocks (8 measured best at 2^27:
+/// benches/NOTES.md).
 fn column_blocks(d: &Domain) -> usize {
     let blocks = std::env::var("ZKPIPE_H_COLUMNS")
         .ok()

@@ -50,8 +50,8 @@ pub const IMAGE: KernelImage = KernelImage {
 };
 
 /// The largest radix exponent of one pass (2^8 elements per block). 9-bit passes (three for
-/// 2^27 instead of four) were slower on the H200: 2^27 in 65.8 ms instead of 51.0, 2^26 29.5
-/// instead of 24.6; 7-bit passes made 2^22 slower (1.99 ms instead of 1.31).
+/// 2^27 instead of four, with two or four elements a thread) and 7-bit ones measured slower
+/// (benches/NOTES.md).
 pub const MAX_DEG: u32 = 8;
 
 /// ec-gpu-gen's largest radix exponent (its `MAX_LOG2_RADIX`).
@@ -75,7 +75,7 @@ pub struct PowerTables {
 }
 
 /// The largest domain whose root tables are kept in full: 2^26 entries, 2 GiB a direction,
-/// at 2^27 (2^27 in 51.0 ms instead of 57.2 with two-level tables above 2^24, on the H200).
+/// at 2^27 (faster than two-level tables above 2^24: benches/NOTES.md).
 /// Above it the two-level tables alone (4 GiB a direction at 2^28).
 pub const FULL_TABLE_MAX_LOG_N: u32 = 27;
 
