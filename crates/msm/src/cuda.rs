@@ -55,9 +55,6 @@ pub enum CudaError {
         crate::kernels::MAX_COPIES
     )]
     Copies { copies: u32 },
-    /// Precomputed multiples that the MSM's windows cannot use.
-    #[error("MSM: the bases carry multiples for {precomputed}-bit windows, but {asked}-bit windows were asked for")]
-    MultiplesWindow { precomputed: u32, asked: u32 },
     /// A window width outside [`crate::WINDOW_BITS`].
     #[error("MSM: a window of {c} bits was asked for; widths from {} to {} bits are supported", crate::WINDOW_BITS.start(), crate::WINDOW_BITS.end())]
     WindowBits { c: u32 },

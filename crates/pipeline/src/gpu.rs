@@ -661,8 +661,13 @@ impl GpuWorker {
         // The most multiples of H asked for that leave a job the plan it has without them,
         // halving down to none: a smaller plan (shorter chunks, one job at a time) costs more
         // than the multiples save.
+        // H's points alone are on the device too while their multiples are made: the plan
+        // must fit beside that as well.
+        let made_from = |multiples: Option<Multiples>| {
+            multiples.map_or(0, |_| g1_bytes(key.query_lens()[0] + 1))
+        };
         let plan_with = |multiples: Option<Multiples>| {
-            let bytes = self.key_bytes(key, multiples);
+            let bytes = self.key_bytes(key, multiples) + made_from(multiples);
             let load = self.load(shape.n.trailing_zeros(), Some(bytes));
             let msm_bytes = |chunk| self.msm_bytes(chunk, tail, false, multiples);
             choose(&load, shape, &msm_bytes).ok()
@@ -699,8 +704,7 @@ impl GpuWorker {
         }
         let multiples = self.h_multiples(key, copies);
         let bytes = self.key_bytes(key, multiples);
-        // H's points alone are on the device too while their multiples are made.
-        let made_from = multiples.map_or(0, |_| g1_bytes(key.query_lens()[0] + 1));
+        let made_from = made_from(multiples);
         let mut grant = self.dev.acquire(bytes + made_from, None, self.deadline())?;
         let t = Instant::now();
         let up = |b: &Bases<G1Affine>| self.msm.upload_bases::<G1>(b).map_err(|e| self.err(e));
