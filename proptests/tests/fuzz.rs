@@ -273,7 +273,7 @@ fn any_witness() -> impl Strategy<Value = zkpipe_pipeline::Witness> {
                 b: b.into(),
                 c: c.into(),
                 input: s(&input),
-                aux: s(&aux),
+                aux: s(&aux).into(),
                 a_aux_density: da,
                 b_input_density: dbi,
                 b_aux_density: db,

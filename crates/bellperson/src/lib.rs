@@ -19,9 +19,10 @@ use bellperson::groth16::{Parameters, Proof as BpProof};
 use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
 use blstrs::{Bls12, Scalar};
 use ff::Field;
+use zkpipe_field::Fr;
 use zkpipe_msm::Density;
 use zkpipe_pipeline::{
-    Evaluations, KeyParts, Proof, ProveError, ProvingKey, VerifyingKey, Witness,
+    KeyParts, LentWitness, Proof, ProveError, ProvingKey, Scalars, VerifyingKey, Witness,
 };
 
 /// A `ConstraintSystem` that records what a Groth16 prover needs (bellperson's
@@ -31,11 +32,11 @@ struct Recorder {
     a_aux: Vec<bool>,
     b_input: Vec<bool>,
     b_aux: Vec<bool>,
-    a: Evaluations,
-    b: Evaluations,
-    c: Evaluations,
+    a: Scalars,
+    b: Scalars,
+    c: Scalars,
     input: Vec<Scalar>,
-    aux: Vec<Scalar>,
+    aux: Scalars,
     /// Set when an evaluation did not fit the memory it was written into (`enforce` cannot
     /// fail; `synthesize_into` reports it at the end).
     overflow: bool,
@@ -58,11 +59,12 @@ fn eval(
     mut inputs: Option<&mut Vec<bool>>,
     mut aux: Option<&mut Vec<bool>>,
     input_values: &[Scalar],
-    aux_values: &[Scalar],
+    aux_values: &[Fr],
 ) -> Result<Scalar, Foreign> {
     let mut acc = Scalar::ZERO;
-    let value = |kind, values: &[Scalar], index: usize| {
-        values.get(index).copied().ok_or(Foreign {
+    let input_values = zkpipe_field::cast::scalars_as_fr(input_values);
+    let value = |kind, values: &[Fr], index: usize| {
+        values.get(index).map(|&v| Scalar::from(v)).ok_or(Foreign {
             kind,
             index,
             allocated: values.len(),
@@ -98,7 +100,10 @@ impl ConstraintSystem<Scalar> for Recorder {
         A: FnOnce() -> AR,
         AR: Into<String>,
     {
-        self.aux.push(f()?);
+        // More aux variables than lent memory holds (the key's): a witness of another circuit.
+        self.aux
+            .push(f()?)
+            .map_err(|e| SynthesisError::IncompatibleLengthVector(e.to_string()))?;
         self.a_aux.push(false);
         self.b_aux.push(false);
         Ok(Variable::new_unchecked(Index::Aux(self.aux.len() - 1)))
@@ -127,15 +132,16 @@ impl ConstraintSystem<Scalar> for Recorder {
         let b = b(LinearCombination::zero());
         let c = c(LinearCombination::zero());
         // Inputs are fully dense in A (every input gets an `input * 1 = 0` constraint).
-        let va = eval(&a, None, Some(&mut self.a_aux), &self.input, &self.aux);
+        let aux = self.aux.as_fr();
+        let va = eval(&a, None, Some(&mut self.a_aux), &self.input, aux);
         let vb = eval(
             &b,
             Some(&mut self.b_input),
             Some(&mut self.b_aux),
             &self.input,
-            &self.aux,
+            aux,
         );
-        let vc = eval(&c, None, None, &self.input, &self.aux);
+        let vc = eval(&c, None, None, &self.input, aux);
         for (e, v) in [(&mut self.a, va), (&mut self.b, vb), (&mut self.c, vc)] {
             match v {
                 Ok(v) => self.overflow |= e.push(v).is_err(),
@@ -173,12 +179,26 @@ pub fn synthesize<C: Circuit<Scalar>>(circuit: C) -> Result<Witness, SynthesisEr
 /// `SynthesisError::PolynomialDegreeTooLarge`.
 pub fn synthesize_into<C: Circuit<Scalar>>(
     circuit: C,
-    [a, b, c]: [Evaluations; 3],
+    [a, b, c]: [Scalars; 3],
 ) -> Result<Witness, SynthesisError> {
+    let aux = Scalars::default();
+    synthesize_lent(circuit, LentWitness { a, b, c, aux })
+}
+
+/// As [`synthesize_into`], writing the aux values into lent memory too
+/// ([`zkpipe_pipeline::Engine::lend_witness`]): no vector grows while the circuit allocates,
+/// and the memory goes back to the engine once the job has read it. More aux variables than
+/// the key has is `SynthesisError::IncompatibleLengthVector` naming the numbers.
+pub fn synthesize_lent<C: Circuit<Scalar>>(
+    circuit: C,
+    room: LentWitness,
+) -> Result<Witness, SynthesisError> {
+    let LentWitness { a, b, c, aux } = room;
     let mut cs = Recorder {
         a,
         b,
         c,
+        aux,
         ..Recorder::default()
     };
     cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;

@@ -96,7 +96,8 @@ pub struct Args {
 
 type Error = Box<dyn std::error::Error>;
 
-/// Where each proof's witness comes from.
+/// Where each proof's witness comes from (one per run: its size does not matter).
+#[allow(clippy::large_enum_variant)]
 enum Witnesses {
     /// Copies of one synthesized witness (a real key).
     Copies(Witness),
@@ -105,29 +106,28 @@ enum Witnesses {
 }
 
 impl Witnesses {
-    /// The next witness: a generated one written into pinned memory lent by the engine when
-    /// it lends any, else into fresh vectors.
+    /// The next witness: a generated one written into pinned memory lent by the engine (a, b,
+    /// c and the aux values) when it lends any, else into fresh vectors.
     fn next(&self, engine: &Engine, key: &ProvingKey, lend: bool) -> Result<Witness, String> {
         match self {
             Witnesses::Copies(w) => Ok(w.clone()),
             Witnesses::Generated(g) if lend => {
-                // The aux values first, while no lent memory is held: a producer waiting for
-                // a set has its aux ready when one comes back.
-                let aux = g.aux();
-                let abc = engine
-                    .lend_evaluations(key, LEND_WAIT)
+                let room = engine
+                    .lend_witness(key, LEND_WAIT)
                     .map_err(|e| e.to_string())?;
-                g.witness_into_with(abc, aux).map_err(|e| e.to_string())
+                g.witness_in_lent(room).map_err(|e| e.to_string())
             }
             Witnesses::Generated(g) => Ok(g.witness()),
         }
     }
 
-    /// Pinned bytes for `sets` witnesses' a, b, c (none for copies of a real one).
+    /// Pinned bytes for `sets` witnesses' a, b, c and aux (none for copies of a real one):
+    /// a generated witness has fewer aux variables than its domain, and the engine lends aux
+    /// room of the domain's size class.
     fn pinned_bytes(&self, log_n: u32, sets: usize) -> usize {
         match self {
             Witnesses::Copies(_) => 0,
-            Witnesses::Generated(_) => sets * 3 * (32usize << log_n),
+            Witnesses::Generated(_) => sets * 4 * (32usize << log_n),
         }
     }
 }
@@ -290,13 +290,13 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-/// Host bytes a run of 2^k needs, roughly: the generated key's points, the lent witness sets
-/// (three, each a, b, c) and the assignments of about five jobs in flight.
+/// Host bytes a run of 2^k needs, roughly: the generated key's points and the lent witness
+/// sets (three, each a, b, c and aux).
 fn host_bytes(k: u32) -> u128 {
     let n = 1u128 << k;
     let aux = n - n / 16;
     let key = (n + aux + aux + aux / 4) * 96 + (aux / 4) * 192;
-    let witnesses = 3 * 3 * n * 32 + 5 * aux * 32;
+    let witnesses = 3 * 4 * n * 32;
     key + witnesses
 }
 
@@ -406,7 +406,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         // start-up (a fresh pinned allocation costs about 0.5 s per GiB on the H200).
         let t = Instant::now();
         let sets: Vec<_> = (0..3)
-            .map(|_| engine.lend_evaluations(&key, LEND_WAIT))
+            .map(|_| engine.lend_witness(&key, LEND_WAIT))
             .collect::<Result<_, _>>()?;
         drop(sets);
         crate::say!(

@@ -31,19 +31,19 @@ pub struct SplitScalars {
 /// One block's share of a [`SplitScalars`].
 type BlockSplit = (Vec<u32>, Vec<u32>, Vec<Fr>);
 
-/// Splits one block of z (its limbs compared as they are: blstrs keeps scalars reduced, so
-/// one value has one encoding).
-fn split_block(first: usize, z: &[Fr]) -> BlockSplit {
+/// Splits one block of z, the variables from `first` on, given as consecutive pieces (its
+/// limbs compared as they are: blstrs keeps scalars reduced, so one value has one encoding).
+fn split_block<'a>(first: usize, len: usize, pieces: impl Iterator<Item = &'a [Fr]>) -> BlockSplit {
     let one = cast::scalars_as_fr(&[Scalar::ONE])[0];
     let zero = Fr::default();
-    let mut ones = vec![0u32; z.len().div_ceil(32)];
+    let mut ones = vec![0u32; len.div_ceil(32)];
     let mut index = Vec::new();
     let mut tail = Vec::new();
-    for (i, s) in z.iter().enumerate() {
+    for (i, s) in pieces.flatten().enumerate() {
         if *s == one {
             ones[i / 32] |= 1 << (i % 32);
         } else if *s != zero {
-            // `of` refuses assignments of 2^32 variables or more, so this fits.
+            // `of_parts` refuses assignments of 2^32 variables or more, so this fits.
             index.push((first + i) as u32);
             tail.push(*s);
         }
@@ -51,21 +51,44 @@ fn split_block(first: usize, z: &[Fr]) -> BlockSplit {
     (ones, index, tail)
 }
 
+/// The pieces of `parts` (read as one sequence) that cover `range`, in order.
+fn pieces<'a>(parts: &'a [&'a [Fr]], range: Range<usize>) -> impl Iterator<Item = &'a [Fr]> {
+    let starts = parts.iter().scan(0, |at, p| {
+        let start = *at;
+        *at += p.len();
+        Some(start)
+    });
+    parts.iter().zip(starts).filter_map(move |(p, start)| {
+        let from = range.start.max(start);
+        let to = range.end.min(start + p.len());
+        (from < to).then(|| &p[from - start..to - start])
+    })
+}
+
 impl SplitScalars {
     /// Splits `z` by value (in parallel).
     pub fn of(z: &[Scalar]) -> Result<Self, MsmError> {
-        if u32::try_from(z.len()).is_err() {
-            return Err(MsmError::TooManyVariables { len: z.len() });
+        Self::of_parts(&[cast::scalars_as_fr(z)])
+    }
+
+    /// Splits z given as consecutive parts in the device layout (Groth16's inputs, then aux)
+    /// without joining them.
+    pub fn of_parts(parts: &[&[Fr]]) -> Result<Self, MsmError> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if u32::try_from(len).is_err() {
+            return Err(MsmError::TooManyVariables { len });
         }
-        let blocks: Vec<BlockSplit> = cast::scalars_as_fr(z)
-            .par_chunks(BLOCK)
-            .enumerate()
-            .map(|(b, chunk)| split_block(b * BLOCK, chunk))
+        let blocks: Vec<BlockSplit> = (0..len.div_ceil(BLOCK))
+            .into_par_iter()
+            .map(|b| {
+                let range = b * BLOCK..len.min((b + 1) * BLOCK);
+                split_block(range.start, range.len(), pieces(parts, range))
+            })
             .collect();
         let tail_len = blocks.iter().map(|b| b.1.len()).sum();
         let mut out = Self {
-            len: z.len(),
-            ones: Vec::with_capacity(z.len().div_ceil(32)),
+            len,
+            ones: Vec::with_capacity(len.div_ceil(32)),
             ones_count: 0,
             tail_index: Vec::with_capacity(tail_len),
             tail: Vec::with_capacity(tail_len),
@@ -249,6 +272,33 @@ mod tests {
         assert_eq!(s.ones_count(), 2);
         assert_eq!(s.tail_index(), &[2, 5]);
         assert_eq!(s.tail().len(), 2);
+    }
+
+    #[test]
+    fn parts_split_as_their_concatenation() {
+        let values: Vec<u64> = (0..(2 * BLOCK + 40) as u64)
+            .map(|i| [0, 1, 1, 0, 1, i + 2][(i * 7 % 6) as usize])
+            .collect();
+        let whole = z(&values);
+        let want = SplitScalars::of(&whole).unwrap();
+        for cuts in [
+            vec![0, 1],
+            vec![3],
+            vec![BLOCK - 1, BLOCK],
+            vec![0, 0, BLOCK, BLOCK + 33],
+            vec![whole.len()],
+        ] {
+            let mut parts = Vec::new();
+            let mut at = 0;
+            for c in cuts.iter().chain([&whole.len()]) {
+                parts.push(cast::scalars_as_fr(&whole[at..*c]));
+                at = *c;
+            }
+            let got = SplitScalars::of_parts(&parts).unwrap();
+            assert_eq!(got, want, "cut at {cuts:?}");
+        }
+        assert_ne!(want.ones_count(), 0);
+        assert_ne!(want.tail().len(), 0);
     }
 
     #[test]

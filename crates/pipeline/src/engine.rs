@@ -24,8 +24,10 @@ use zkpipe_ntt::CpuNtt;
 use crate::gpu::{DeviceSetup, DeviceShared, GpuWorker, JobRef};
 use crate::prover::{self, Assignment, G1Parts};
 use crate::stats::{Counters, JobReport};
+use crate::witness::Room;
 use crate::{
-    EngineStats, Evaluations, PinnedEvaluations, Proof, ProveError, ProvingKey, Refused, Witness,
+    EngineStats, LentWitness, PinnedScalars, Proof, ProveError, ProvingKey, Refused, Scalars,
+    Witness,
 };
 use zkpipe_field::Fr;
 use zkpipe_pinned::PinnedPool;
@@ -87,9 +89,11 @@ pub struct Config {
     pub g2_threads: usize,
     /// Where the G2 MSM runs.
     pub g2: G2Placement,
-    /// Page-locked host memory the engine lends for witnesses' a, b and c
-    /// ([`Engine::lend_evaluations`]), allocated as first needed and reused. A 2^27 partition's
-    /// take 12 GiB; two or three such sets keep two workers busy. Default 0: none lent.
+    /// Page-locked host memory the engine lends for witnesses' a, b, c and aux values
+    /// ([`Engine::lend_witness`], [`Engine::lend_evaluations`]), allocated as first needed and
+    /// reused. Each vector lent takes 32 bytes per point of the key's domain: a 2^27
+    /// partition's a, b and c take 12 GiB, its aux 4 GiB more; two or three such sets keep two
+    /// workers busy. Default 0: none lent.
     #[serde(deserialize_with = "crate::config_file::de_bytes")]
     pub pinned_witness: usize,
     /// Keep a proving key's points on the device across jobs when the budget allows.
@@ -572,7 +576,7 @@ impl Engine {
 
     /// Page-locked room for one witness's a, b and c (the key's domain size each), lent from
     /// the engine's pool ([`Config::pinned_witness`]): synthesis writes into it
-    /// ([`Evaluations::push`], [`crate::PinnedEvaluations::extend_from_slice`]), the engine
+    /// ([`Scalars::push`], [`crate::PinnedScalars::extend_from_slice`]), the engine
     /// uploads it by DMA with no staging copy, and it goes back to the pool once uploaded.
     /// Waits up to `timeout` while the pool's memory is lent. An engine without GPUs lends
     /// plain vectors (there is nothing to page-lock for); a GPU engine with no pool is an error.
@@ -580,22 +584,56 @@ impl Engine {
         &self,
         key: &ProvingKey,
         timeout: Duration,
-    ) -> Result<[Evaluations; 3], ProveError> {
-        let n = key.domain_size();
+    ) -> Result<[Scalars; 3], ProveError> {
+        let [a, b, c, _] = self.lend(key, timeout, 3)?;
+        Ok([a, b, c])
+    }
+
+    /// As [`Engine::lend_evaluations`], with room for the aux assignment too (the key's aux
+    /// variables): synthesis writes it in place, with no vector to grow and no fresh memory to
+    /// fault in for each witness, and it goes back to the pool once the job has split it
+    /// into ones and others (or once the CPU has summed B2 from it).
+    pub fn lend_witness(
+        &self,
+        key: &ProvingKey,
+        timeout: Duration,
+    ) -> Result<LentWitness, ProveError> {
+        let [a, b, c, aux] = self.lend(key, timeout, 4)?;
+        Ok(LentWitness { a, b, c, aux })
+    }
+
+    /// The first `count` of a, b, c and aux, lent together; the rest empty.
+    fn lend(
+        &self,
+        key: &ProvingKey,
+        timeout: Duration,
+        count: usize,
+    ) -> Result<[Scalars; 4], ProveError> {
+        let (n, aux) = (key.domain_size(), key.num_aux());
+        let rooms = [(n, Room::Evaluations); 3]
+            .into_iter()
+            .chain([(aux, Room::Aux)]);
         let Some((pool, one_at_a_time)) = &self.witness_pool else {
             if self.devices.is_empty() {
-                return Ok(std::array::from_fn(|_| Vec::with_capacity(n).into()));
+                let mut out = std::array::from_fn(|_| Scalars::default());
+                for (slot, (len, _)) in out.iter_mut().zip(rooms).take(count) {
+                    *slot = Vec::with_capacity(len).into();
+                }
+                return Ok(out);
             }
             return Err(ProveError::NoWitnessPool);
         };
         let _turn = one_at_a_time.lock().unwrap_or_else(|p| p.into_inner());
-        let lend = || -> Result<Evaluations, ProveError> {
+        let mut out = std::array::from_fn(|_| Scalars::default());
+        for (slot, (len, room)) in out.iter_mut().zip(rooms).take(count) {
+            // Buffers of at least the domain's size: aux rooms share the evaluations' size
+            // class, so the pool reuses any idle buffer for either.
             let buf = pool
-                .acquire::<Fr>(n, timeout)
+                .acquire::<Fr>(len.max(n), timeout)
                 .map_err(|source| ProveError::Pinned { source })?;
-            Ok(Evaluations::Pinned(PinnedEvaluations::new(buf)))
-        };
-        Ok([lend()?, lend()?, lend()?])
+            *slot = Scalars::Pinned(PinnedScalars::new(buf, len, room));
+        }
+        Ok(out)
     }
 
     /// Submits a job. The witness is checked against the key here; a bad one is an error
@@ -864,12 +902,11 @@ fn worker(w: Worker, jobs: Receiver<Job>, out: Sender<G1Done>, stats: Arc<Counte
                             key: &key,
                             deadline,
                         };
-                        let run = w.g1_stage(&job, abc, &z, &stats);
+                        let run = w.g1_stage(&job, abc, z, &stats);
                         if run.is_err() {
                             w.dev.quarantine_if_unusable();
                         }
-                        let (g1, b2, report) = run?;
-                        Ok((z, g1, b2, report))
+                        run
                     }
                     (Some(_), OnDeviceFailure::Cpu) => cpu_g1(id, &key, abc, z, &stats),
                     (Some(reason), OnDeviceFailure::Fail) => Err(ProveError::DeviceQuarantined {
@@ -890,7 +927,7 @@ fn worker(w: Worker, jobs: Receiver<Job>, out: Sender<G1Done>, stats: Arc<Counte
                 let done = G1Done {
                     id,
                     key,
-                    z: b2.is_none().then_some(z),
+                    z,
                     g1,
                     b2,
                     report,
@@ -928,15 +965,15 @@ fn gpu_workers(
     Ok(kinds)
 }
 
-/// What a worker's G1 stage gives: the assignment, G1's parts, B2 when it ran on the GPU, and
-/// the job's report.
-type G1Result = (Assignment, G1Parts, Option<G2Projective>, JobReport);
+/// What a worker's G1 stage gives: the assignment when the CPU sums B2 from it, G1's parts, B2
+/// when it ran on the GPU, and the job's report.
+pub(crate) type G1Result = (Option<Assignment>, G1Parts, Option<G2Projective>, JobReport);
 
 /// The G1 stage of job `id` on the CPU.
 fn cpu_g1(
     id: u64,
     key: &ProvingKey,
-    [a, b, c]: [Evaluations; 3],
+    [a, b, c]: [Scalars; 3],
     z: Assignment,
     stats: &Counters,
 ) -> Result<G1Result, ProveError> {
@@ -951,7 +988,7 @@ fn cpu_g1(
         job: id,
         ..JobReport::default()
     };
-    Ok((z, g1, None, report))
+    Ok((Some(z), g1, None, report))
 }
 
 fn g2_stage(rx: Receiver<G1Done>, stats: Arc<Counters>) {

@@ -72,8 +72,8 @@ pub enum ProveError {
     /// Page-locked host memory could not be had (the pool's limit, a timeout, the driver).
     #[error("pinned host memory: {source}")]
     Pinned { source: zkpipe_pinned::Error },
-    /// Evaluations asked of a GPU engine that lends no pinned memory.
-    #[error("the engine lends no pinned memory for witnesses: set Config::pinned_witness (bytes; three times the key's domain size times 32 per witness)")]
+    /// Witness memory asked of a GPU engine that lends no pinned memory.
+    #[error("the engine lends no pinned memory for witnesses: set Config::pinned_witness (bytes; the key's domain size times 32 for each of a, b, c and the aux values lent, per witness)")]
     NoWitnessPool,
     /// A configuration count beyond what the engine allocates up front.
     #[error("Config::{field} is {value}; at most {max}")]

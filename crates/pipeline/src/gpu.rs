@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use blstrs::{G1Affine, G2Projective, Scalar};
+use blstrs::{G1Affine, Scalar};
 use bytemuck::Pod;
 use rayon::prelude::*;
 use zkpipe_cuda::{Context, DeviceBuffer, Stream};
@@ -28,10 +28,11 @@ use msms::Batches;
 use reclaim::{Active, Reclaim, ReclaimError};
 
 use crate::clock::StageClock;
+use crate::engine::G1Result;
 use crate::plan::{choose, DeviceLoad, HStep, JobPlan, JobShape};
-use crate::prover::{padded, Assignment, G1Parts, G1Query, WitnessQuery};
+use crate::prover::{padded, Assignment, G1Query, WitnessQuery};
 use crate::stats::{Counters, JobReport};
-use crate::{Evaluations, ProveError, ProvingKey};
+use crate::{ProveError, ProvingKey, Scalars};
 
 const FR: usize = 32;
 /// Scalars per staging copy (64 MiB): the memcpy of one overlaps the DMA of the previous.
@@ -271,7 +272,7 @@ struct SplitWitness {
 impl SplitWitness {
     fn of(z: &Assignment) -> Result<Self, ProveError> {
         let msm = |source| ProveError::Msm { query: "z", source };
-        let split = Arc::new(SplitScalars::of(&z.z).map_err(msm)?);
+        let split = Arc::new(SplitScalars::of_parts(&z.parts()).map_err(msm)?);
         let q = |w: WitnessQuery| SplitQuery::new(&split, &z.density(w)).map_err(msm);
         let queries = [
             q(WitnessQuery::L)?,
@@ -369,10 +370,10 @@ impl GpuWorker {
     pub fn g1_stage(
         &self,
         job: &JobRef<'_>,
-        abc: [Evaluations; 3],
-        z: &Assignment,
+        abc: [Scalars; 3],
+        z: Assignment,
         stats: &Counters,
-    ) -> Result<(G1Parts, Option<G2Projective>, JobReport), ProveError> {
+    ) -> Result<G1Result, ProveError> {
         let JobRef {
             id: job,
             key,
@@ -380,7 +381,9 @@ impl GpuWorker {
         } = *job;
         *self.deadline.lock().unwrap_or_else(|p| p.into_inner()) = deadline;
         let t = Instant::now();
-        let witness = SplitWitness::of(z)?;
+        let witness = SplitWitness::of(&z)?;
+        // The CPU's B2 reads z after this stage; otherwise its memory (lent, say) goes now.
+        let z = (!self.dev.g2_on_gpu).then_some(z);
         let Admitted {
             plan,
             resident,
@@ -490,7 +493,7 @@ impl GpuWorker {
             uploaded_bytes: bytes,
         };
         self.record(stats, &report);
-        Ok((parts, b2, report))
+        Ok((z, parts, b2, report))
     }
 
     fn record(&self, stats: &Counters, r: &JobReport) {
@@ -822,7 +825,7 @@ impl GpuWorker {
         &self,
         plan: &JobPlan,
         n: usize,
-        abc: [Evaluations; 3],
+        abc: [Scalars; 3],
         witness: SplitWitness,
         mem: &mut JobMemory,
         stats: &Counters,
@@ -840,8 +843,8 @@ impl GpuWorker {
                     self.upload_evaluations(c, dc, stats)?;
                     None
                 }
-                (_, _, Evaluations::Pinned(c)) => Some(HostC::Lent(c.padded())),
-                (_, _, Evaluations::Pageable(c)) => {
+                (_, _, Scalars::Pinned(c)) => Some(HostC::Lent(c.padded())),
+                (_, _, Scalars::Pageable(c)) => {
                     let v = PinnableVec::new(padded(c, n));
                     v.pin(&self.dev.ctx).map_err(|e| self.err(e))?;
                     Some(HostC::Registered(v))
@@ -895,7 +898,7 @@ impl GpuWorker {
     /// up by DMA as it is (and back to the engine's pool), a vector through the staging pool.
     fn upload_evaluations(
         &self,
-        e: Evaluations,
+        e: Scalars,
         dst: &mut DeviceBuffer<Fr>,
         stats: &Counters,
     ) -> Result<(), ProveError> {
@@ -907,10 +910,10 @@ impl GpuWorker {
             });
         }
         let host = match e {
-            Evaluations::Pageable(v) => {
+            Scalars::Pageable(v) => {
                 return self.upload_into(dst, cast::scalars_as_fr(&v), stats);
             }
-            Evaluations::Pinned(p) => p.padded(),
+            Scalars::Pinned(p) => p.padded(),
         };
         if host.len() != n {
             return Err(ProveError::Shape {

@@ -14,8 +14,8 @@
 //!   vectors, or three. The MSM chunk size is set, and the key is resident or streamed. A job
 //!   that fits no plan is an error naming the smallest plan's bytes.
 //! - Witnesses can be synthesized straight into page-locked memory the engine lends
-//!   ([`Engine::lend_evaluations`], [`Evaluations`]); [`JobHandle::wait_report`] tells what a
-//!   job did.
+//!   ([`Engine::lend_witness`] for a, b, c and the aux values, [`Engine::lend_evaluations`] for
+//!   a, b, c; [`Scalars`]); [`JobHandle::wait_report`] tells what a job did.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -53,4 +53,4 @@ pub use key::{KeyParts, ProvingKey, VerifyingKey};
 pub use params::{read_params, read_params_unchecked, ParamsError, PointProblem};
 pub use proof::{verify, PreparedVerifyingKey, Proof, PROOF_BYTES};
 pub use stats::{EngineStats, JobReport};
-pub use witness::{Evaluations, PinnedEvaluations, Witness};
+pub use witness::{LentWitness, PinnedScalars, Scalars, Witness};

@@ -9,16 +9,20 @@ use rayon::prelude::*;
 use zkpipe_msm::{Density, Msm};
 use zkpipe_ntt::Ntt;
 
-use crate::{Proof, ProveError, ProvingKey, Witness};
+use zkpipe_field::{cast, Fr};
 
-/// The scalars and bitmaps of the MSMs, taken from a witness (z = inputs then aux, as
-/// bellperson's queries are laid out).
+use crate::{Proof, ProveError, ProvingKey, Scalars, Witness};
+
+/// The scalars and bitmaps of the MSMs, taken from a witness: z = inputs then aux, as
+/// bellperson's queries are laid out. The two parts stay apart (a 2^27 witness's aux holds
+/// 4 GB): the GPU splits z without ever concatenating it, and backends that sum z as one
+/// slice make it with [`Assignment::z`].
 #[derive(Debug, Clone)]
 pub struct Assignment {
-    /// Public inputs, then aux variables.
-    pub z: Vec<Scalar>,
-    /// Number of inputs in `z`.
-    pub inputs: usize,
+    /// Public inputs, the constant one first.
+    pub input: Vec<Scalar>,
+    /// Aux variables (in lent memory when synthesis wrote them there).
+    pub aux: Scalars,
     /// Which variables of z the A query has points for (every input, then A-dense aux).
     pub a_density: Density,
     /// Which variables of z the B queries have points for.
@@ -26,36 +30,49 @@ pub struct Assignment {
 }
 
 impl Assignment {
-    /// Moves the assignment out of a witness (whose a, b, c stay). z is written by many
-    /// threads: a 2^27 witness's aux holds 4 GB.
+    /// Moves the assignment out of a witness (whose a, b, c stay).
     pub fn take(w: &mut Witness) -> Self {
-        let inputs = w.input.len();
-        let aux = std::mem::take(&mut w.aux);
-        let mut z = Vec::with_capacity(inputs + aux.len());
-        z.append(&mut w.input);
-        z.par_extend(aux.par_iter().copied());
-        drop(aux);
-        let a_density = Density::all(inputs).concat(&w.a_aux_density);
+        let input = std::mem::take(&mut w.input);
+        let a_density = Density::all(input.len()).concat(&w.a_aux_density);
         let b_density = w.b_input_density.concat(&w.b_aux_density);
         Self {
-            z,
-            inputs,
+            input,
+            aux: std::mem::take(&mut w.aux),
             a_density,
             b_density,
         }
     }
 
-    /// The aux variables.
-    pub fn aux(&self) -> &[Scalar] {
-        &self.z[self.inputs..]
+    /// Number of variables in z.
+    pub fn len(&self) -> usize {
+        self.input.len() + self.aux.len()
+    }
+
+    /// True when z has no variables.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// z as one vector (written by many threads).
+    pub fn z(&self) -> Vec<Scalar> {
+        let mut z = Vec::with_capacity(self.len());
+        z.extend_from_slice(&self.input);
+        z.par_extend(self.aux.as_fr().par_iter().map(|&f| Scalar::from(f)));
+        z
+    }
+
+    /// z's two parts in order, in the device layout, as
+    /// [`zkpipe_msm::SplitScalars::of_parts`] takes them.
+    pub fn parts(&self) -> [&[Fr]; 2] {
+        [cast::scalars_as_fr(&self.input), self.aux.as_fr()]
     }
 
     /// Which variables of z `query` has bases for: L every aux variable, A and B their
     /// density bitmaps. Every backend sums `query`'s bases against z through this bitmap.
     pub fn density(&self, query: WitnessQuery) -> Density {
         match query {
-            WitnessQuery::L => Density::from_bools(vec![false; self.inputs])
-                .concat(&Density::all(self.aux().len())),
+            WitnessQuery::L => Density::from_bools(vec![false; self.input.len()])
+                .concat(&Density::all(self.aux.len())),
             WitnessQuery::A => self.a_density.clone(),
             WitnessQuery::B1 | WitnessQuery::B2 => self.b_density.clone(),
         }
@@ -180,10 +197,11 @@ pub fn g1_msms(
     let h = msm
         .g1(&key.h, h, None)
         .map_err(|source| ProveError::Msm { query: "h", source })?;
+    let values = z.z();
     let mut sums = [G1Projective::identity(); 3];
     for (sum, q) in sums.iter_mut().zip(G1Query::ALL) {
         *sum = msm
-            .g1(key.g1_query(q), &z.z, Some(&z.density(q.query())))
+            .g1(key.g1_query(q), &values, Some(&z.density(q.query())))
             .map_err(|source| ProveError::Msm {
                 query: q.query().name(),
                 source,
@@ -195,7 +213,7 @@ pub fn g1_msms(
 /// The G2 MSM: B2.
 pub fn g2_msm(msm: &dyn Msm, key: &ProvingKey, z: &Assignment) -> Result<G2Projective, ProveError> {
     let q = WitnessQuery::B2;
-    msm.g2(&key.b_g2, &z.z, Some(&z.density(q)))
+    msm.g2(&key.b_g2, &z.z(), Some(&z.density(q)))
         .map_err(|source| ProveError::Msm {
             query: q.name(),
             source,

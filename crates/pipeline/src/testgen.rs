@@ -11,7 +11,7 @@ use rayon::prelude::*;
 use zkpipe_msm::testgen::{g1_points, g2_points, scalars};
 use zkpipe_msm::Density;
 
-use crate::{Evaluations, KeyParts, ProveError, ProvingKey, VerifyingKey, Witness};
+use crate::{KeyParts, LentWitness, ProveError, ProvingKey, Scalars, VerifyingKey, Witness};
 
 /// The shape of a generated circuit.
 #[derive(Debug, Clone, Copy)]
@@ -226,13 +226,17 @@ impl WitnessSource {
             cycle(b, 0, m).into(),
             cycle(c, 0, m).into(),
         ];
-        self.witness_with(abc, self.aux())
+        self.witness_with(abc, self.aux().into())
     }
 
     /// A new witness whose a, b, c are written into `abc` (say, pinned memory lent by the
     /// engine, [`crate::Engine::lend_evaluations`]); an error when they cannot hold them.
-    pub fn witness_into(&self, abc: [Evaluations; 3]) -> Result<Witness, ProveError> {
-        self.witness_into_with(abc, self.aux())
+    pub fn witness_into(&self, mut abc: [Scalars; 3]) -> Result<Witness, ProveError> {
+        let m = self.constraints();
+        for (e, pool) in abc.iter_mut().zip(&self.evaluations) {
+            fill(e, pool, m)?;
+        }
+        Ok(self.witness_with(abc, self.aux().into()))
     }
 
     /// A new witness's aux values (made apart, say before waiting for lent memory).
@@ -240,26 +244,16 @@ impl WitnessSource {
         cycle(&self.aux, 0, self.shape.aux)
     }
 
-    /// As [`WitnessSource::witness_into`], with aux values from [`WitnessSource::aux`].
-    pub fn witness_into_with(
-        &self,
-        mut abc: [Evaluations; 3],
-        aux: Vec<Scalar>,
-    ) -> Result<Witness, ProveError> {
-        if aux.len() != self.shape.aux {
-            return Err(ProveError::Shape {
-                what: "aux values of a generated witness",
-                expected: self.shape.aux,
-                got: aux.len(),
-            });
-        }
+    /// A new witness written into room lent by the engine ([`crate::Engine::lend_witness`]):
+    /// a, b, c and the aux values; an error when the room cannot hold them.
+    pub fn witness_in_lent(&self, room: LentWitness) -> Result<Witness, ProveError> {
+        let LentWitness { a, b, c, mut aux } = room;
+        let mut abc = [a, b, c];
         let m = self.constraints();
         for (e, pool) in abc.iter_mut().zip(&self.evaluations) {
-            while e.len() < m {
-                let take = pool.len().min(m - e.len());
-                e.extend_from_slice(&pool[..take])?;
-            }
+            fill(e, pool, m)?;
         }
+        fill(&mut aux, &self.aux, self.shape.aux)?;
         Ok(self.witness_with(abc, aux))
     }
 
@@ -269,7 +263,7 @@ impl WitnessSource {
         (n - n / 16).max(n / 2 + 1).min(n)
     }
 
-    fn witness_with(&self, [a, b, c]: [Evaluations; 3], aux: Vec<Scalar>) -> Witness {
+    fn witness_with(&self, [a, b, c]: [Scalars; 3], aux: Scalars) -> Witness {
         Witness {
             a,
             b,
@@ -281,6 +275,18 @@ impl WitnessSource {
             b_aux_density: self.b_density.clone(),
         }
     }
+}
+
+/// Appends copies of `pool` (the last one cut short) until `v` holds `len` values.
+fn fill(v: &mut Scalars, pool: &[Scalar], len: usize) -> Result<(), ProveError> {
+    while v.len() < len {
+        if pool.is_empty() {
+            return v.extend_from_slice(&vec![Scalar::ZERO; len - v.len()]);
+        }
+        let take = pool.len().min(len - v.len());
+        v.extend_from_slice(&pool[..take])?;
+    }
+    Ok(())
 }
 
 /// `selected` of `len` flags set, spread evenly (flag i is set when the count of selected

@@ -8,37 +8,39 @@ use zkpipe_pinned::PooledBuffer;
 
 use crate::{ProveError, ProvingKey};
 
-/// Evaluations of one of the A, B, C polynomials at each constraint.
+/// One vector of a witness: the evaluations of one of the A, B, C polynomials at each
+/// constraint, or the aux assignment.
 #[derive(Debug)]
-pub enum Evaluations {
+pub enum Scalars {
     /// In the caller's memory: staged through the engine's pinned pool.
     Pageable(Vec<Scalar>),
-    /// In page-locked memory lent by the engine ([`crate::Engine::lend_evaluations`]):
-    /// uploaded by DMA with no staging copy, and back in the engine's pool once uploaded.
-    Pinned(PinnedEvaluations),
+    /// In page-locked memory lent by the engine ([`crate::Engine::lend_witness`],
+    /// [`crate::Engine::lend_evaluations`]): evaluations are uploaded by DMA with no staging
+    /// copy; the memory goes back to the engine's pool once the job no longer reads it.
+    Pinned(PinnedScalars),
 }
 
-impl Default for Evaluations {
+impl Default for Scalars {
     fn default() -> Self {
-        Evaluations::Pageable(Vec::new())
+        Scalars::Pageable(Vec::new())
     }
 }
 
-impl From<Vec<Scalar>> for Evaluations {
+impl From<Vec<Scalar>> for Scalars {
     fn from(v: Vec<Scalar>) -> Self {
-        Evaluations::Pageable(v)
+        Scalars::Pageable(v)
     }
 }
 
 /// A copy is always pageable: lent memory is not duplicated.
-impl Clone for Evaluations {
+impl Clone for Scalars {
     fn clone(&self) -> Self {
-        Evaluations::Pageable(self.to_vec())
+        Scalars::Pageable(self.to_vec())
     }
 }
 
-impl Evaluations {
-    /// Number of evaluations.
+impl Scalars {
+    /// Number of values.
     pub fn len(&self) -> usize {
         self.as_fr().len()
     }
@@ -48,96 +50,122 @@ impl Evaluations {
         self.len() == 0
     }
 
-    /// The evaluations in the device layout.
+    /// The values in the device layout.
     pub fn as_fr(&self) -> &[Fr] {
         match self {
-            Evaluations::Pageable(v) => cast::scalars_as_fr(v),
-            Evaluations::Pinned(p) => p.as_fr(),
+            Scalars::Pageable(v) => cast::scalars_as_fr(v),
+            Scalars::Pinned(p) => p.as_fr(),
         }
     }
 
-    /// Appends one evaluation (an error when lent memory is full).
+    /// Appends one value (an error when lent memory is full).
     pub fn push(&mut self, s: Scalar) -> Result<(), ProveError> {
         match self {
-            Evaluations::Pageable(v) => {
+            Scalars::Pageable(v) => {
                 v.push(s);
                 Ok(())
             }
-            Evaluations::Pinned(p) => p.push(s),
+            Scalars::Pinned(p) => p.push(s),
         }
     }
 
-    /// Appends evaluations (an error when lent memory is full).
+    /// Appends values (an error when lent memory is full).
     pub fn extend_from_slice(&mut self, s: &[Scalar]) -> Result<(), ProveError> {
         match self {
-            Evaluations::Pageable(v) => {
+            Scalars::Pageable(v) => {
                 v.extend_from_slice(s);
                 Ok(())
             }
-            Evaluations::Pinned(p) => p.extend_from_slice(s),
+            Scalars::Pinned(p) => p.extend_from_slice(s),
         }
     }
 
-    /// Removes the last evaluation.
+    /// Removes the last value.
     pub fn pop(&mut self) -> Option<Scalar> {
         match self {
-            Evaluations::Pageable(v) => v.pop(),
-            Evaluations::Pinned(p) => p.pop(),
+            Scalars::Pageable(v) => v.pop(),
+            Scalars::Pinned(p) => p.pop(),
         }
     }
 
-    /// The evaluations as blstrs values (a copy).
+    /// The values in blstrs form (a copy).
     pub fn to_vec(&self) -> Vec<Scalar> {
         match self {
-            Evaluations::Pageable(v) => v.clone(),
-            Evaluations::Pinned(p) => p.as_fr().par_iter().map(|f| Scalar::from(*f)).collect(),
+            Scalars::Pageable(v) => v.clone(),
+            Scalars::Pinned(p) => p.as_fr().par_iter().map(|f| Scalar::from(*f)).collect(),
         }
     }
 
-    /// The evaluations as a vector (lent memory is copied out and given back).
+    /// The values as a vector (lent memory is copied out and given back).
     pub fn into_vec(self) -> Vec<Scalar> {
         match self {
-            Evaluations::Pageable(v) => v,
-            Evaluations::Pinned(p) => Evaluations::Pinned(p).to_vec(),
+            Scalars::Pageable(v) => v,
+            Scalars::Pinned(p) => Scalars::Pinned(p).to_vec(),
         }
     }
 }
 
-/// Page-locked room for the evaluations of one polynomial, lent by the engine: up to the key's
-/// domain size, filled by synthesis.
-#[derive(Debug)]
-pub struct PinnedEvaluations {
-    buf: PooledBuffer<Fr>,
-    len: usize,
+/// What a lent vector is for: it names the vector when it overflows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Room {
+    /// The evaluations of A, B or C: as many as the key's domain.
+    Evaluations,
+    /// The aux assignment: as many as the key's aux variables.
+    Aux,
 }
 
-impl PinnedEvaluations {
-    pub(crate) fn new(buf: PooledBuffer<Fr>) -> Self {
-        Self { buf, len: 0 }
+/// Page-locked room for one vector of a witness, lent by the engine: up to the key's domain
+/// size of evaluations, or its number of aux variables; filled by synthesis.
+#[derive(Debug)]
+pub struct PinnedScalars {
+    buf: PooledBuffer<Fr>,
+    len: usize,
+    capacity: usize,
+    room: Room,
+}
+
+impl PinnedScalars {
+    /// Room for `capacity` values (at most the buffer's length).
+    pub(crate) fn new(buf: PooledBuffer<Fr>, capacity: usize, room: Room) -> Self {
+        let capacity = capacity.min(buf.len());
+        Self {
+            buf,
+            len: 0,
+            capacity,
+            room,
+        }
     }
 
-    /// Evaluations it can hold.
+    /// Values it can hold.
     pub fn capacity(&self) -> usize {
-        self.buf.len()
+        self.capacity
     }
 
-    /// The evaluations written so far.
+    /// The values written so far.
     pub fn as_fr(&self) -> &[Fr] {
         &self.buf[..self.len]
     }
 
-    /// Appends one evaluation; an error when full (more constraints than the domain holds).
+    /// Appends one value; an error when full (more constraints than the domain holds, or more
+    /// aux variables than the key has).
     pub fn push(&mut self, s: Scalar) -> Result<(), ProveError> {
         self.extend_from_slice(std::slice::from_ref(&s))
     }
 
-    /// Appends evaluations (copied by many threads when there are many).
+    /// Appends values (copied by many threads when there are many).
     pub fn extend_from_slice(&mut self, s: &[Scalar]) -> Result<(), ProveError> {
         let end = self.len + s.len();
         if end > self.capacity() {
-            return Err(ProveError::Constraints {
-                constraints: end,
-                domain: self.capacity(),
+            return Err(match self.room {
+                Room::Evaluations => ProveError::Constraints {
+                    constraints: end,
+                    domain: self.capacity(),
+                },
+                Room::Aux => ProveError::Shape {
+                    what: "aux values written into lent memory (the key's aux variables)",
+                    expected: self.capacity(),
+                    got: end,
+                },
             });
         }
         self.buf[self.len..end]
@@ -148,7 +176,7 @@ impl PinnedEvaluations {
         Ok(())
     }
 
-    /// Removes the last evaluation.
+    /// Removes the last value.
     pub fn pop(&mut self) -> Option<Scalar> {
         let last = self.as_fr().last().copied()?;
         self.len -= 1;
@@ -165,21 +193,35 @@ impl PinnedEvaluations {
     }
 }
 
+/// Page-locked room for one witness, lent by the engine ([`crate::Engine::lend_witness`]):
+/// synthesis writes a, b, c and the aux values into it and moves them into a [`Witness`].
+#[derive(Debug)]
+pub struct LentWitness {
+    /// Room for A's evaluations (the key's domain size).
+    pub a: Scalars,
+    /// Room for B's evaluations.
+    pub b: Scalars,
+    /// Room for C's evaluations.
+    pub c: Scalars,
+    /// Room for the aux values (the key's aux variables).
+    pub aux: Scalars,
+}
+
 /// The synthesized circuit of one proof (bellperson's `ProvingAssignment`): the evaluations
 /// of the A, B and C polynomials at each constraint (input constraints included), the
 /// assignment, and which variables occur in A and B.
 #[derive(Debug, Clone, Default)]
 pub struct Witness {
     /// A(x) at each constraint; padded with zeros to the key's domain size by the prover.
-    pub a: Evaluations,
+    pub a: Scalars,
     /// B(x) at each constraint.
-    pub b: Evaluations,
+    pub b: Scalars,
     /// C(x) at each constraint.
-    pub c: Evaluations,
+    pub c: Scalars,
     /// Public inputs, the constant one first.
     pub input: Vec<Scalar>,
     /// Private (aux) variables.
-    pub aux: Vec<Scalar>,
+    pub aux: Scalars,
     /// Aux variables that occur in some A combination.
     pub a_aux_density: Density,
     /// Inputs that occur in some B combination.

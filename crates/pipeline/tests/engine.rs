@@ -10,7 +10,7 @@ use group::prime::PrimeCurveAffine;
 use zkpipe_msm::testgen::off_subgroup_g1;
 use zkpipe_msm::MsmError;
 use zkpipe_pipeline::testgen::{random_key_parts, random_witness, Shape, WitnessSource};
-use zkpipe_pipeline::{Backend, Config, Engine, Evaluations, ProveError, ProvingKey, Randomness};
+use zkpipe_pipeline::{Backend, Config, Engine, ProveError, ProvingKey, Randomness, Scalars};
 
 fn shape() -> Shape {
     Shape {
@@ -199,7 +199,8 @@ fn queued_jobs_are_cancelled_by_cancel_or_a_dropped_handle_and_a_full_queue_give
         "{refused}"
     );
     assert_eq!(
-        refused.witness.aux, w.aux,
+        refused.witness.aux.as_fr(),
+        w.aux.as_fr(),
         "the witness comes back unchanged"
     );
     first.wait().unwrap();
@@ -387,17 +388,25 @@ fn a_cpu_engine_lends_plain_vectors_that_prove_as_any_witness() {
     let abc = engine
         .lend_evaluations(&key, std::time::Duration::from_secs(1))
         .unwrap();
-    assert!(abc.iter().all(|e| matches!(e, Evaluations::Pageable(_))));
+    assert!(abc.iter().all(|e| matches!(e, Scalars::Pageable(_))));
     let source = WitnessSource::new(&s, 4);
     let fixed = Randomness::Fixed {
         r: Scalar::from(3u64),
         s: Scalar::from(5u64),
     };
     let lent = source.witness_into(abc).unwrap();
+    let room = engine
+        .lend_witness(&key, std::time::Duration::from_secs(1))
+        .unwrap();
+    assert!(matches!(room.aux, Scalars::Pageable(_)));
+    let whole = source.witness_in_lent(room).unwrap();
     let plain = source.witness();
+    assert_eq!(whole.aux.as_fr(), plain.aux.as_fr());
     let p1 = engine.submit(&key, lent, fixed).unwrap().wait().unwrap();
     let p2 = engine.submit(&key, plain, fixed).unwrap().wait().unwrap();
+    let p3 = engine.submit(&key, whole, fixed).unwrap().wait().unwrap();
     assert_eq!(p1.to_bytes(), p2.to_bytes());
+    assert_eq!(p3.to_bytes(), p2.to_bytes());
 }
 
 #[test]

@@ -7,11 +7,11 @@ use std::sync::Arc;
 use crate::common::{cube, params, random_r1cs, rs, sha, Case};
 use bellperson::Circuit;
 use blstrs::Scalar;
-use zkpipe_bellperson::{proving_key, synthesize, synthesize_into};
+use zkpipe_bellperson::{proving_key, synthesize, synthesize_into, synthesize_lent};
 use zkpipe_cuda::testing::gpu_context;
 use zkpipe_pipeline::{
-    verify, Backend, Config, Engine, Evaluations, G2Placement, PreparedVerifyingKey, Proof,
-    ProveError, Randomness,
+    verify, Backend, Config, Engine, G2Placement, PreparedVerifyingKey, Proof, ProveError,
+    Randomness, Scalars,
 };
 
 fn engine(backend: Backend, workers: usize, g2: G2Placement) -> Engine {
@@ -92,11 +92,21 @@ fn sixty_four_jobs_at_once_all_verify() {
 }
 
 /// A proof of `case` synthesized into evaluations lent by `e`.
+/// What synthesis writes into lent memory.
+#[derive(Debug, Clone, Copy)]
+enum Lend {
+    /// a, b, c ([`Engine::lend_evaluations`]).
+    Evaluations,
+    /// a, b, c and the aux values ([`Engine::lend_witness`]).
+    Whole,
+}
+
 fn prove_lent<C: Circuit<Scalar> + Clone>(
     e: &Engine,
     no_pool: &Engine,
     case: &Case<C>,
     seed: u64,
+    lend: Lend,
 ) -> [u8; 192] {
     let wait = std::time::Duration::from_secs(30);
     let p = params(case.setup.clone(), seed);
@@ -106,9 +116,18 @@ fn prove_lent<C: Circuit<Scalar> + Clone>(
         no_pool.lend_evaluations(&key, wait),
         Err(ProveError::NoWitnessPool)
     ));
-    let abc = e.lend_evaluations(&key, wait).unwrap();
-    assert!(abc.iter().all(|x| matches!(x, Evaluations::Pinned(_))));
-    let w = synthesize_into(case.circuit.clone(), abc).unwrap();
+    let w = match lend {
+        Lend::Evaluations => {
+            let abc = e.lend_evaluations(&key, wait).unwrap();
+            assert!(abc.iter().all(|x| matches!(x, Scalars::Pinned(_))));
+            synthesize_into(case.circuit.clone(), abc).unwrap()
+        }
+        Lend::Whole => {
+            let room = e.lend_witness(&key, wait).unwrap();
+            assert!(matches!(room.aux, Scalars::Pinned(_)));
+            synthesize_lent(case.circuit.clone(), room).unwrap()
+        }
+    };
     let (r, s) = rs(seed ^ 1);
     let proof = e
         .submit(&key, w, Randomness::Fixed { r, s })
@@ -133,11 +152,13 @@ fn circuits_synthesized_into_lent_pinned_memory_prove_the_same() {
     )
     .unwrap();
     let no_pool = engine(Backend::Gpu, 1, G2Placement::Cpu);
-    let got = vec![
-        prove_lent(&e, &no_pool, &cube(3), 1),
-        prove_lent(&e, &no_pool, &sha(2, 7), 3),
-    ];
-    assert_eq!(got, vec![want[0], want[2]]);
+    for lend in [Lend::Evaluations, Lend::Whole] {
+        let got = vec![
+            prove_lent(&e, &no_pool, &cube(3), 1, lend),
+            prove_lent(&e, &no_pool, &sha(2, 7), 3, lend),
+        ];
+        assert_eq!(got, vec![want[0], want[2]], "{lend:?}");
+    }
     // More constraints than the lent memory holds: an error, not a wrong proof.
     let small = params(cube(3).setup, 1);
     let key = Arc::new(proving_key(&small).unwrap());
@@ -148,4 +169,14 @@ fn circuits_synthesized_into_lent_pinned_memory_prove_the_same() {
         synthesize_into(sha(2, 7).circuit, abc),
         Err(bellperson::SynthesisError::PolynomialDegreeTooLarge)
     ));
+    // More aux variables than the key has, written into lent memory: an error naming them.
+    let room = e
+        .lend_witness(&key, std::time::Duration::from_secs(30))
+        .unwrap();
+    match synthesize_lent(sha(2, 7).circuit, room) {
+        Err(bellperson::SynthesisError::IncompatibleLengthVector(m)) => {
+            assert!(m.contains("aux values"), "{m}")
+        }
+        other => panic!("expected an aux overflow, got {other:?}"),
+    }
 }

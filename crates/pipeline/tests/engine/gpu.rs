@@ -7,7 +7,7 @@ use std::sync::Arc;
 use blstrs::Scalar;
 use zkpipe_cuda::testing::gpu_context;
 use zkpipe_pipeline::testgen::{random_key, random_witness, Shape, WitnessSource};
-use zkpipe_pipeline::{Backend, Config, Engine, G2Placement, ProveError, Randomness};
+use zkpipe_pipeline::{Backend, Config, Engine, G2Placement, ProveError, Randomness, Scalars};
 
 const MIB: usize = 1 << 20;
 
@@ -272,30 +272,73 @@ fn a_witness_in_lent_pinned_memory_proves_as_a_pageable_one() {
     let sh = shape(16);
     let key = Arc::new(random_key(&sh, 31).unwrap());
     let source = WitnessSource::new(&sh, 32);
-    // Room for two witnesses: the third lend waits for a job to give its memory back.
-    let sets = 2 * 3 * (32usize << 16);
+    // Room for two whole witnesses (a, b, c, aux): a third lend waits for a job to give its
+    // memory back.
+    let sets = 2 * 4 * (32usize << 16);
+    let wait = std::time::Duration::from_secs(60);
+    // B2 on the GPU (the aux room goes back once split) and on the CPU (it is read there).
+    for g2 in [G2Placement::Gpu, G2Placement::Cpu] {
+        let engine = Engine::start(
+            Config::default()
+                .with_backend(Backend::Gpu)
+                .with_pinned_witness(sets)
+                .with_g2(g2),
+        )
+        .unwrap();
+        let want = engine
+            .submit(&key, source.witness(), fixed)
+            .unwrap()
+            .wait()
+            .unwrap();
+        for i in 0..6 {
+            let w = match i % 2 {
+                0 => source.witness_into(engine.lend_evaluations(&key, wait).unwrap()),
+                _ => {
+                    let room = engine.lend_witness(&key, wait).unwrap();
+                    assert!(matches!(room.aux, Scalars::Pinned(_)));
+                    source.witness_in_lent(room)
+                }
+            };
+            let got = engine
+                .submit(&key, w.unwrap(), fixed)
+                .unwrap()
+                .wait()
+                .unwrap();
+            assert_eq!(got.to_bytes(), want.to_bytes(), "{g2:?}, proof {i}");
+        }
+        // Two witnesses' room at once, then a third lend while both are out: a timeout.
+        let held = [
+            engine.lend_witness(&key, wait).unwrap(),
+            engine.lend_witness(&key, wait).unwrap(),
+        ];
+        let short = std::time::Duration::from_millis(50);
+        match engine.lend_witness(&key, short) {
+            Err(ProveError::Pinned { .. }) => {}
+            other => panic!("expected a pinned-memory timeout, got {other:?}"),
+        }
+        drop(held);
+        // Each proof was waited for before the next lend: at most one set was out at once
+        // until the two held above.
+        let st = engine.shutdown();
+        assert!(st.pinned_high_water >= sets, "{st:?}");
+    }
+    // Aux room holds the key's aux variables, no more: an error naming the numbers.
     let engine = Engine::start(
         Config::default()
             .with_backend(Backend::Gpu)
-            .with_pinned_witness(sets)
-            .with_g2(G2Placement::Gpu),
+            .with_pinned_witness(sets),
     )
     .unwrap();
-    let want = engine
-        .submit(&key, source.witness(), fixed)
-        .unwrap()
-        .wait()
-        .unwrap();
-    let wait = std::time::Duration::from_secs(60);
-    for _ in 0..6 {
-        let abc = engine.lend_evaluations(&key, wait).unwrap();
-        let w = source.witness_into(abc).unwrap();
-        let got = engine.submit(&key, w, fixed).unwrap().wait().unwrap();
-        assert_eq!(got.to_bytes(), want.to_bytes());
+    let mut room = engine.lend_witness(&key, wait).unwrap();
+    assert_eq!(room.aux.len(), 0);
+    let too_many = vec![Scalar::from(3u64); sh.aux + 1];
+    match room.aux.extend_from_slice(&too_many) {
+        Err(ProveError::Shape { expected, got, .. }) => {
+            assert_eq!((expected, got), (sh.aux, sh.aux + 1))
+        }
+        other => panic!("expected a shape error, got {other:?}"),
     }
-    // Each proof was waited for before the next lend: one set, reused, was ever lent at once.
-    let st = engine.shutdown();
-    assert!(st.pinned_high_water >= sets / 2, "{st:?}");
+    assert_eq!(room.aux.len(), 0, "nothing was written");
     // A lend larger than the pool is an error at once, not a wait.
     let small = Engine::start(
         Config::default()
@@ -303,7 +346,7 @@ fn a_witness_in_lent_pinned_memory_proves_as_a_pageable_one() {
             .with_pinned_witness(1 << 20),
     )
     .unwrap();
-    match small.lend_evaluations(&key, wait) {
+    match small.lend_witness(&key, wait) {
         Err(ProveError::Pinned { .. }) => {}
         other => panic!("expected a pinned-memory error, got {other:?}"),
     }
