@@ -178,6 +178,9 @@ impl Context {
         if count == 0 {
             return Err(Error::NoDevice { count });
         }
+        // The calls that make the context count as this device's (a fault may target it).
+        #[cfg(feature = "fault-injection")]
+        crate::fault::bound(ordinal);
         let info = device_info(ordinal)?;
         let dev = device::get(ordinal)?;
         let raw = ctx::primary_retain(dev)?;
@@ -194,6 +197,8 @@ impl Context {
     /// Makes this context current on the calling thread. Every method that calls the driver
     /// does this first, so threads need not.
     pub fn bind(&self) -> Result<()> {
+        #[cfg(feature = "fault-injection")]
+        crate::fault::bound(self.info.ordinal);
         // SAFETY: `raw` is retained for as long as `self` lives.
         unsafe { ctx::set_current(self.raw) }
     }

@@ -3,7 +3,11 @@
 //! [`Fault`] is armed for it, makes it fail with a chosen status instead of calling the
 //! driver.
 //!
-//! Counting is process-wide. A test that arms faults runs one engine at a time.
+//! Counting is process-wide. A test that arms faults runs one engine at a time. A fault can
+//! target one device ([`Fault::on_device`]): it then counts and fails only the calls made
+//! while that device's context is bound on the calling thread ([`crate::Context::bind`], which
+//! every driver-calling method of this crate runs first), as a kernel fault poisons only its
+//! own device's context.
 //!
 //! ```no_run
 //! use zkpipe_cuda::fault::{self, Fault};
@@ -12,6 +16,7 @@
 //! fault::disarm();
 //! ```
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -48,6 +53,8 @@ pub struct Fault {
     pub mode: Mode,
     /// Sleep this long before failing (a hang the caller must survive, bounded for tests).
     pub delay: Duration,
+    /// Only calls made with this device's context bound (None: every call).
+    pub device: Option<usize>,
 }
 
 /// How long a fault lasts.
@@ -70,6 +77,7 @@ impl Fault {
             code,
             mode: Mode::Once,
             delay: Duration::ZERO,
+            device: None,
         }
     }
 
@@ -85,6 +93,30 @@ impl Fault {
     pub fn after(self, delay: Duration) -> Self {
         Self { delay, ..self }
     }
+
+    /// The same fault, counting and failing only calls made on device `ordinal` (its context
+    /// bound on the calling thread); calls on other devices reach the driver.
+    pub fn on_device(self, ordinal: usize) -> Self {
+        Self {
+            device: Some(ordinal),
+            ..self
+        }
+    }
+}
+
+thread_local! {
+    /// The device whose context this thread bound last ([`crate::Context::bind`]).
+    static BOUND: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+/// Records that device `ordinal`'s context is now current on this thread.
+pub(crate) fn bound(ordinal: usize) {
+    BOUND.with(|b| b.set(Some(ordinal)));
+}
+
+/// The device whose context this thread bound last, if any.
+fn bound_device() -> Option<usize> {
+    BOUND.with(Cell::get)
 }
 
 struct Armed {
@@ -150,6 +182,9 @@ pub fn intercept(name: &str) -> Verdict {
     let Some(a) = g.as_mut() else {
         return Verdict::Call;
     };
+    if a.fault.device.is_some_and(|d| bound_device() != Some(d)) {
+        return Verdict::Call;
+    }
     let releases = RELEASES.contains(&name);
     if a.fired {
         INJECTED.fetch_add(1, Ordering::SeqCst);
@@ -218,9 +253,25 @@ mod tests {
             "other functions run"
         );
         assert_eq!(intercept("cuModuleLoadData"), Verdict::Fail(209));
+        // A sticky fault on device 1: calls with device 0 bound, or none, still run.
+        arm(Fault::sticky_from(ANY, 2).on_device(1));
+        BOUND.with(|b| b.set(None));
+        assert_eq!(intercept("cuLaunchKernel"), Verdict::Call);
+        bound(0);
+        assert_eq!(intercept("cuLaunchKernel"), Verdict::Call);
+        assert_eq!(intercept("cuLaunchKernel"), Verdict::Call, "device 0 is not counted");
+        bound(1);
+        assert_eq!(intercept("cuLaunchKernel"), Verdict::Call, "device 1's first call");
+        assert_eq!(intercept("cuLaunchKernel"), Verdict::Fail(STICKY));
+        assert_eq!(intercept("cuMemAlloc_v2"), Verdict::Fail(STICKY));
+        bound(0);
+        assert_eq!(intercept("cuMemAlloc_v2"), Verdict::Call, "device 0 unharmed");
+        // Another thread has bound nothing: its calls run too.
+        let other = std::thread::spawn(|| intercept("cuLaunchKernel")).join().unwrap();
+        assert_eq!(other, Verdict::Call);
         disarm();
         assert!(!sticky_fired());
         assert_eq!(intercept("cuLaunchKernel"), Verdict::Call);
-        assert!(calls() >= 9 && injected() >= 4);
+        assert!(calls() >= 9 && injected() >= 6);
     }
 }
