@@ -278,6 +278,52 @@ impl Partition {
     }
 }
 
+/// What one device did in a run.
+#[derive(Debug, Clone, PartialEq)]
+struct DeviceShare {
+    device: usize,
+    partitions: usize,
+    median_ms: f64,
+    total_ms: f64,
+}
+
+impl DeviceShare {
+    fn line(&self) -> String {
+        format!(
+            "device {}: {} partitions, device {:.1} ms a partition (median), {:.2} s in all",
+            self.device,
+            self.partitions,
+            self.median_ms,
+            self.total_ms / 1e3
+        )
+    }
+
+    fn json(&self) -> serde_json::Value {
+        json!({
+            "device": self.device, "partitions": self.partitions,
+            "device_ms_median": self.median_ms, "device_ms_total": self.total_ms,
+        })
+    }
+}
+
+/// The partitions each device ran and their device time, by device ordinal.
+fn device_shares(parts: &[Partition]) -> Vec<DeviceShare> {
+    let mut by: std::collections::BTreeMap<usize, Vec<f64>> = Default::default();
+    for p in parts {
+        if let Some(d) = p.report.device {
+            by.entry(d).or_default().push(p.report.device_span_ms);
+        }
+    }
+    by.into_iter()
+        .map(|(device, ms)| DeviceShare {
+            device,
+            partitions: ms.len(),
+            total_ms: ms.iter().sum(),
+            median_ms: median(ms),
+        })
+        .collect()
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -508,10 +554,22 @@ pub fn run(a: &Args) -> Result<(), Failure> {
             (parts[k - 1].done_s - parts[from].done_s) * 1e3 / (k - 1 - from) as f64
         }
     };
+    let per_device = device_shares(&parts);
+    // One device GPU-bound proves a partition per median device time: the rate this run's
+    // steady state reached, against that.
+    let scaling = match (device > 0.0, steady > 0.0) {
+        (true, true) => Some(device / steady),
+        _ => None,
+    };
+    let quarantined = engine.quarantined();
     if a.json {
         println!(
             "{}",
             json!({
+                "per_device": per_device.iter().map(DeviceShare::json).collect::<Vec<_>>(),
+                "scaling_vs_one_device": scaling,
+                "quarantined": quarantined.iter().map(|q| json!({"device": q.device, "reason": q.reason})).collect::<Vec<_>>(),
+                "moved_off_quarantined": st.moved_off_quarantined,
                 "k": log_n, "proofs": a.proofs, "workers": workers, "backend": engine.backend(),
                 "wall_s": wall, "proofs_per_s": a.proofs as f64 / wall, "verified": verified,
                 "device_ms_per_partition_median": device, "steady_wall_ms_per_partition": steady,
@@ -547,6 +605,24 @@ pub fn run(a: &Args) -> Result<(), Failure> {
             println!(
                 "per partition: device {device:.1} ms (median, CUDA events); wall {steady:.1} ms between completions in steady state (second half of the run; {:.2}x the device time)",
                 steady / device
+            );
+        }
+        if let Some(x) = scaling.filter(|_| !per_device.is_empty()) {
+            for d in &per_device {
+                println!("{}", d.line());
+            }
+            println!(
+                "throughput {:.2} partitions/s in steady state: {x:.2}x one device's GPU-bound rate (1 / the median device time)",
+                1e3 / steady
+            );
+        }
+        for q in &quarantined {
+            println!("device {} quarantined: {}", q.device, q.reason);
+        }
+        if st.moved_off_quarantined > 0 {
+            println!(
+                "{} jobs moved off quarantined devices to the others",
+                st.moved_off_quarantined
             );
         }
         let g2 = if g2_on_gpu && engine.on_gpu() {
@@ -586,4 +662,53 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         return Err(Failure::Jobs(format!("{} jobs failed", st.failed)));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(device: Option<usize>, ms: f64) -> Partition {
+        Partition {
+            report: JobReport {
+                device,
+                device_span_ms: ms,
+                ..JobReport::default()
+            },
+            done_s: 0.0,
+            rss: None,
+            vram_high_water: 0,
+        }
+    }
+
+    #[test]
+    fn device_shares_group_partitions_by_device() {
+        let parts = [
+            part(Some(1), 10.0),
+            part(Some(0), 30.0),
+            part(Some(1), 14.0),
+            part(None, 99.0),
+            part(Some(1), 12.0),
+        ];
+        let shares = device_shares(&parts);
+        assert_eq!(
+            shares,
+            vec![
+                DeviceShare {
+                    device: 0,
+                    partitions: 1,
+                    median_ms: 30.0,
+                    total_ms: 30.0
+                },
+                DeviceShare {
+                    device: 1,
+                    partitions: 3,
+                    median_ms: 12.0,
+                    total_ms: 36.0
+                },
+            ]
+        );
+        assert!(shares[1].line().starts_with("device 1: 3 partitions"));
+        assert!(device_shares(&[part(None, 5.0)]).is_empty(), "CPU jobs");
+    }
 }

@@ -259,15 +259,29 @@ mod tests {
         assert_eq!(intercept("cuLaunchKernel"), Verdict::Call);
         bound(0);
         assert_eq!(intercept("cuLaunchKernel"), Verdict::Call);
-        assert_eq!(intercept("cuLaunchKernel"), Verdict::Call, "device 0 is not counted");
+        assert_eq!(
+            intercept("cuLaunchKernel"),
+            Verdict::Call,
+            "device 0 is not counted"
+        );
         bound(1);
-        assert_eq!(intercept("cuLaunchKernel"), Verdict::Call, "device 1's first call");
+        assert_eq!(
+            intercept("cuLaunchKernel"),
+            Verdict::Call,
+            "device 1's first call"
+        );
         assert_eq!(intercept("cuLaunchKernel"), Verdict::Fail(STICKY));
         assert_eq!(intercept("cuMemAlloc_v2"), Verdict::Fail(STICKY));
         bound(0);
-        assert_eq!(intercept("cuMemAlloc_v2"), Verdict::Call, "device 0 unharmed");
+        assert_eq!(
+            intercept("cuMemAlloc_v2"),
+            Verdict::Call,
+            "device 0 unharmed"
+        );
         // Another thread has bound nothing: its calls run too.
-        let other = std::thread::spawn(|| intercept("cuLaunchKernel")).join().unwrap();
+        let other = std::thread::spawn(|| intercept("cuLaunchKernel"))
+            .join()
+            .unwrap();
         assert_eq!(other, Verdict::Call);
         disarm();
         assert!(!sticky_fired());

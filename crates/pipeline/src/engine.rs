@@ -342,7 +342,9 @@ enum WorkerKind {
 
 /// The proving engine. Dropping it shuts it down (finishing the accepted jobs).
 pub struct Engine {
-    jobs: Mutex<Option<Sender<Job>>>,
+    /// The job queue's sender (None once shut down), shared with the workers, which put back
+    /// the jobs a quarantined device can no longer run while another device can.
+    jobs: Arc<Mutex<Option<Sender<Job>>>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     stats: Arc<Counters>,
     devices: Vec<Arc<DeviceShared>>,
@@ -465,6 +467,7 @@ impl Engine {
         };
         tracing::info!(backend = %description, "engine started");
         let abandon = Arc::new(AtomicBool::new(false));
+        let jobs = Arc::new(Mutex::new(Some(jobs_tx)));
         for (i, kind) in kinds.into_iter().enumerate() {
             let (rx, tx, st) = (jobs_rx.clone(), g1_tx.clone(), Arc::clone(&stats));
             let on_failure = cfg.on_device_failure;
@@ -473,6 +476,8 @@ impl Engine {
                 kind,
                 on_failure,
                 abandon,
+                devices: devices.clone(),
+                requeue: Arc::clone(&jobs),
             };
             threads.push(
                 std::thread::Builder::new()
@@ -510,7 +515,7 @@ impl Engine {
             }));
         }
         Ok(Self {
-            jobs: Mutex::new(Some(jobs_tx)),
+            jobs,
             threads: Mutex::new(threads),
             stats,
             devices,
@@ -850,6 +855,40 @@ struct Worker {
     on_failure: OnDeviceFailure,
     /// The engine's [`Engine::shutdown_now`] flag.
     abandon: Arc<AtomicBool>,
+    /// Every device of the engine (this worker's among them).
+    devices: Vec<Arc<DeviceShared>>,
+    /// The job queue, for jobs this worker hands back.
+    requeue: Arc<Mutex<Option<Sender<Job>>>>,
+}
+
+/// What a worker does with a job it took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Placement {
+    /// Run it here (a CPU worker, or a usable device).
+    Here,
+    /// Put it back in the queue and stop: this device is quarantined and another is usable.
+    Elsewhere,
+    /// Its device is quarantined and no other is usable: the engine's policy decides.
+    Policy,
+}
+
+/// Where a job goes: `own` is this worker's device quarantined (None for a CPU worker),
+/// `usable` how many of the engine's devices are not.
+fn placement(own_quarantined: Option<bool>, usable: usize) -> Placement {
+    match own_quarantined {
+        None | Some(false) => Placement::Here,
+        Some(true) if usable > 0 => Placement::Elsewhere,
+        Some(true) => Placement::Policy,
+    }
+}
+
+/// Puts `job` back in the queue; gives it back when the engine no longer takes jobs.
+fn put_back<T>(queue: &Mutex<Option<Sender<T>>>, job: T) -> Result<(), T> {
+    let tx = queue.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    match tx {
+        Some(tx) => tx.send(job).map_err(|e| e.0),
+        None => Err(job),
+    }
 }
 
 fn worker(w: Worker, jobs: Receiver<Job>, out: Sender<G1Done>, stats: Arc<Counters>) {
@@ -857,8 +896,30 @@ fn worker(w: Worker, jobs: Receiver<Job>, out: Sender<G1Done>, stats: Arc<Counte
         kind,
         on_failure,
         abandon,
+        devices,
+        requeue,
     } = w;
     for job in jobs {
+        let own = match &kind {
+            WorkerKind::Cpu => None,
+            WorkerKind::Gpu(w) => Some(w.dev.quarantined().is_some()),
+        };
+        let usable = devices.iter().filter(|d| d.quarantined().is_none()).count();
+        let job = match placement(own, usable) {
+            Placement::Here | Placement::Policy => job,
+            Placement::Elsewhere => match put_back(&requeue, job) {
+                Ok(()) => {
+                    // Its device is quarantined: the other devices' workers take the queue.
+                    stats.moved.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(
+                        usable,
+                        "a worker of a quarantined device stops; its job goes to another device"
+                    );
+                    break;
+                }
+                Err(job) => job,
+            },
+        };
         stats.taken.fetch_add(1, Ordering::Relaxed);
         if job.cancelled.load(Ordering::SeqCst) || abandon.load(Ordering::SeqCst) {
             stats.cancelled.fetch_add(1, Ordering::Relaxed);
@@ -1036,4 +1097,31 @@ fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
         .map(|s| s.to_string())
         .or_else(|| p.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "unknown panic".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_quarantined_device_hands_its_jobs_to_a_usable_one() {
+        // CPU workers and usable devices run what they take.
+        assert_eq!(placement(None, 0), Placement::Here);
+        assert_eq!(placement(Some(false), 2), Placement::Here);
+        // A quarantined device's worker puts the job back while another device is usable.
+        assert_eq!(placement(Some(true), 1), Placement::Elsewhere);
+        // None left: the engine's policy (fail, or the CPU) decides.
+        assert_eq!(placement(Some(true), 0), Placement::Policy);
+    }
+
+    #[test]
+    fn a_job_put_back_after_shutdown_comes_back() {
+        let (tx, rx) = bounded::<u64>(1);
+        let queue = Mutex::new(Some(tx));
+        assert_eq!(put_back(&queue, 7), Ok(()));
+        assert_eq!(rx.recv().unwrap(), 7);
+        // Shut down: the engine's sender is gone, and the job comes back to its worker.
+        queue.lock().unwrap().take();
+        assert_eq!(put_back(&queue, 8), Err(8));
+    }
 }

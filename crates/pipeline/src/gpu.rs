@@ -484,6 +484,7 @@ impl GpuWorker {
         let (parts, b2) = sums.combine().map_err(|e| self.err(e))?;
         let report = JobReport {
             job,
+            device: Some(self.dev.ctx.ordinal()),
             plan: plan_text,
             device_ms,
             device_span_ms,

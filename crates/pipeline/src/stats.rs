@@ -12,6 +12,8 @@ pub(crate) struct Counters {
     pub cancelled: AtomicU64,
     /// Jobs workers have taken from the queue (run, cancelled or expired).
     pub taken: AtomicU64,
+    /// Jobs a worker of a quarantined device put back for another device.
+    pub moved: AtomicU64,
     /// Each stage's device milliseconds, job by job.
     pub stages: crate::metrics::StageHistograms,
     pub h_ns: AtomicU64,
@@ -69,6 +71,7 @@ impl Counters {
             key_pinned_bytes: self.key_pinned_bytes.load(Ordering::Relaxed),
             key_h_copies: self.key_h_copies.load(Ordering::Relaxed),
             quarantined_devices: 0,
+            moved_off_quarantined: self.moved.load(Ordering::Relaxed),
             vram_budget_in_use: 0,
             vram_kept: 0,
             pinned_in_use: 0,
@@ -81,6 +84,8 @@ impl Counters {
 pub struct JobReport {
     /// The job's number.
     pub job: u64,
+    /// The ordinal of the device the job ran on (None on the CPU).
+    pub device: Option<usize>,
     /// How the job used the device (empty on the CPU backend).
     pub plan: String,
     /// Device milliseconds of each stage, measured with CUDA events: `h_step`, `msm_h`, and on
@@ -155,6 +160,9 @@ pub struct EngineStats {
     pub key_h_copies: usize,
     /// Devices quarantined after a fault ([`crate::Engine::quarantined`] says which and why).
     pub quarantined_devices: usize,
+    /// Jobs that a quarantined device's workers put back in the queue for the other devices
+    /// (each such worker hands back one job and stops).
+    pub moved_off_quarantined: u64,
     /// Bytes the VRAM budgets grant now (summed over devices): NTT tables, a resident key,
     /// idle job memory, running jobs.
     pub vram_budget_in_use: usize,

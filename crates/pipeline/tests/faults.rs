@@ -248,6 +248,37 @@ fn every_driver_call_of_a_job_fails_in_turn_and_the_engine_survives() {
     println!("targeted: {targeted:?}");
     phase_leaks("the targeted faults");
 
+    // A sticky fault aimed at another device (Fault::on_device): this engine's device (0)
+    // never sees it. Aimed at device 0, it fails the job and quarantines the device.
+    for (device, hits) in [(1, false), (0, true)] {
+        let engine = gpu_engine(OnDeviceFailure::Fail);
+        let injected = fault::injected();
+        fault::arm(Fault::sticky_from(fault::ANY, 1).on_device(device));
+        let job = engine
+            .submit(&s.key, s.witness.clone(), fixed())
+            .and_then(|h| h.wait());
+        fault::disarm();
+        PROGRESS.fetch_add(1, Ordering::SeqCst);
+        let st = engine.stats();
+        match hits {
+            false => {
+                assert_eq!(job.unwrap().to_bytes(), s.want, "fault on device {device}");
+                assert_eq!(fault::injected(), injected, "no call failed");
+                assert_eq!(st.quarantined_devices, 0);
+            }
+            true => {
+                assert!(
+                    job.is_err(),
+                    "a sticky fault on device 0 from its first call"
+                );
+                assert!(fault::injected() > injected);
+                assert_eq!(st.quarantined_devices, 1, "{:?}", engine.quarantined());
+            }
+        }
+        drop(engine);
+    }
+    phase_leaks("the device-targeted faults");
+
     // Once every engine is gone, the process holds what it held before the sweep: device and
     // pinned allocations, registrations (the key's stay), modules, streams, events. (Free
     // device memory is no measure here: other tests' processes share the device.)
