@@ -21,7 +21,7 @@ use ff::Field;
 use zkpipe_msm::{CpuMsm, Msm};
 use zkpipe_ntt::CpuNtt;
 
-use crate::gpu::{DeviceSetup, DeviceShared, GpuWorker, JobRef};
+use crate::gpu::{DeviceSetup, DeviceShared, GpuWorker, JobRef, StageWitness};
 use crate::prover::{self, Assignment, G1Parts};
 use crate::stats::{Counters, JobReport};
 use crate::witness::Room;
@@ -935,7 +935,7 @@ fn worker(w: Worker, jobs: Receiver<Job>, out: Sender<G1Done>, stats: Arc<Counte
         let Job {
             id,
             deadline,
-            cancelled: _,
+            cancelled,
             key,
             mut witness,
             r,
@@ -951,30 +951,38 @@ fn worker(w: Worker, jobs: Receiver<Job>, out: Sender<G1Done>, stats: Arc<Counte
             msm_gpu_ms = tracing::field::Empty,
         );
         let _e = span.enter();
-        let run = catch_unwind(AssertUnwindSafe(|| -> Result<_, ProveError> {
-            let z = Assignment::take(&mut witness);
-            let abc = [witness.a, witness.b, witness.c];
-            match &kind {
-                WorkerKind::Cpu => cpu_g1(id, &key, abc, z, &stats),
-                WorkerKind::Gpu(w) => match (w.dev.quarantined(), on_failure) {
-                    (None, _) => {
-                        let job = JobRef {
-                            id,
-                            key: &key,
-                            deadline,
-                        };
-                        let run = w.g1_stage(&job, abc, z, &stats);
-                        if run.is_err() {
-                            w.dev.quarantine_if_unusable();
+        let run = catch_unwind(AssertUnwindSafe(|| -> Result<Ran, ProveError> {
+            let WorkerKind::Gpu(w) = &kind else {
+                let (abc, z) = take_parts(&mut witness);
+                return cpu_g1(id, &key, abc, z, &stats).map(Ran::Done);
+            };
+            match (w.dev.quarantined(), on_failure) {
+                (None, _) => {
+                    let job = JobRef {
+                        id,
+                        key: &key,
+                        deadline,
+                    };
+                    match keeps_witness(devices.len(), on_failure) {
+                        true => gpu_g1_kept(w, &job, &mut witness, &devices, on_failure, &stats),
+                        false => {
+                            let (abc, z) = take_parts(&mut witness);
+                            let run = w.g1_stage(&job, StageWitness::Given(abc, z), &stats);
+                            if run.is_err() {
+                                w.dev.quarantine_if_unusable();
+                            }
+                            run.map(Ran::Done)
                         }
-                        run
                     }
-                    (Some(_), OnDeviceFailure::Cpu) => cpu_g1(id, &key, abc, z, &stats),
-                    (Some(reason), OnDeviceFailure::Fail) => Err(ProveError::DeviceQuarantined {
-                        device: w.dev.ctx.ordinal(),
-                        reason,
-                    }),
-                },
+                }
+                (Some(_), OnDeviceFailure::Cpu) => {
+                    let (abc, z) = take_parts(&mut witness);
+                    cpu_g1(id, &key, abc, z, &stats).map(Ran::Done)
+                }
+                (Some(reason), OnDeviceFailure::Fail) => Err(ProveError::DeviceQuarantined {
+                    device: w.dev.ctx.ordinal(),
+                    reason,
+                }),
             }
         }));
         let result = run.unwrap_or_else(|p| {
@@ -984,7 +992,7 @@ fn worker(w: Worker, jobs: Receiver<Job>, out: Sender<G1Done>, stats: Arc<Counte
             })
         });
         match result {
-            Ok((z, g1, b2, report)) => {
+            Ok(Ran::Done((z, g1, b2, report))) => {
                 let done = G1Done {
                     id,
                     key,
@@ -1003,12 +1011,108 @@ fn worker(w: Worker, jobs: Receiver<Job>, out: Sender<G1Done>, stats: Arc<Counte
                     }));
                 }
             }
+            Ok(Ran::Elsewhere) => {
+                let job = Job {
+                    id,
+                    deadline,
+                    cancelled,
+                    key,
+                    witness,
+                    r,
+                    s,
+                    reply,
+                };
+                match put_back(&requeue, job) {
+                    Ok(()) => {
+                        // Taken again by another device's worker; this one's device is gone.
+                        stats.taken.fetch_sub(1, Ordering::Relaxed);
+                        stats.moved.fetch_add(1, Ordering::Relaxed);
+                        break;
+                    }
+                    Err(job) => {
+                        let e = ProveError::Lost {
+                            job: id,
+                            reason: "its device was quarantined and the engine is shutting down"
+                                .into(),
+                        };
+                        stats.failed.fetch_add(1, Ordering::Relaxed);
+                        let _ = job.reply.send(Err(e));
+                    }
+                }
+            }
             Err(e) => {
                 tracing::warn!(job = id, error = %e, "job failed");
                 stats.failed.fetch_add(1, Ordering::Relaxed);
                 let _ = reply.send(Err(e));
             }
         }
+    }
+}
+
+/// What a worker's G1 stage came to (one a job, moved once: its size does not matter).
+#[allow(clippy::large_enum_variant)]
+enum Ran {
+    /// The stage ran (here, or on the CPU).
+    Done(G1Result),
+    /// The device failed the job and was quarantined; the witness is whole again and the job
+    /// goes back to the queue for another device.
+    Elsewhere,
+}
+
+/// a, b, c and the assignment, moved out of a witness.
+fn take_parts(w: &mut Witness) -> ([Scalars; 3], Assignment) {
+    let z = Assignment::take(w);
+    let abc = [
+        std::mem::take(&mut w.a),
+        std::mem::take(&mut w.b),
+        std::mem::take(&mut w.c),
+    ];
+    (abc, z)
+}
+
+/// Whether a GPU worker keeps each job's witness until the job is done, so that a job whose
+/// device fails runs again elsewhere: on another device when the engine has several, or on
+/// the CPU when that is the policy. A single device that fails its jobs gives each vector back
+/// to the pool as soon as it is uploaded instead.
+fn keeps_witness(devices: usize, on_failure: OnDeviceFailure) -> bool {
+    devices > 1 || on_failure == OnDeviceFailure::Cpu
+}
+
+/// The G1 stage on a device, the witness kept: when the job fails and the device is then
+/// quarantined, it runs again on another device (the witness restored, [`Ran::Elsewhere`]) or
+/// on the CPU (the policy [`OnDeviceFailure::Cpu`]). Any other failure is the job's.
+fn gpu_g1_kept(
+    w: &GpuWorker,
+    job: &JobRef<'_>,
+    witness: &mut Witness,
+    devices: &[Arc<DeviceShared>],
+    on_failure: OnDeviceFailure,
+    stats: &Counters,
+) -> Result<Ran, ProveError> {
+    let (mut abc, z) = take_parts(witness);
+    let error = match w.g1_stage(job, StageWitness::Kept(&mut abc, &z), stats) {
+        Ok((_, g1, b2, report)) => {
+            return Ok(Ran::Done((b2.is_none().then_some(z), g1, b2, report)))
+        }
+        Err(e) => e,
+    };
+    w.dev.quarantine_if_unusable();
+    if w.dev.quarantined().is_none() {
+        return Err(error);
+    }
+    let device = w.dev.ctx.ordinal();
+    if devices.iter().any(|d| d.quarantined().is_none()) {
+        tracing::warn!(job = job.id, device, error = %error, "the job's device was quarantined: the job goes to another device");
+        z.restore(witness);
+        [witness.a, witness.b, witness.c] = abc;
+        return Ok(Ran::Elsewhere);
+    }
+    match on_failure {
+        OnDeviceFailure::Cpu => {
+            tracing::warn!(job = job.id, device, error = %error, "the job's device was quarantined: the job runs again on the CPU");
+            cpu_g1(job.id, job.key, abc, z, stats).map(Ran::Done)
+        }
+        OnDeviceFailure::Fail => Err(error),
     }
 }
 

@@ -19,7 +19,9 @@ use zkpipe_msm::{
 };
 use zkpipe_ntt::{CudaNtt, HStepBuffers};
 use zkpipe_pinned::{PinnableVec, PinnedPool, PooledBuffer};
-use zkpipe_stream::{download, upload, GpuLock, InFlight, Pinned, VramBudget, VramGrant};
+use zkpipe_stream::{
+    copy_scope, download, upload, GpuLock, InFlight, Pinned, VramBudget, VramGrant,
+};
 
 mod msms;
 mod reclaim;
@@ -196,10 +198,28 @@ fn g2_bytes(n: usize) -> usize {
     n * std::mem::size_of::<blstrs::G2Affine>()
 }
 
+/// A job's witness as the G1 stage gets it (one a job, moved once: its size does not matter).
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum StageWitness<'w> {
+    /// Given up: a, b and c go (lent memory back to the pool) as soon as they are uploaded, and
+    /// the assignment once split (unless the CPU sums B2 from it).
+    Given([Scalars; 3], Assignment),
+    /// Kept by the caller, unchanged whatever happens, so that the job can run elsewhere if
+    /// this device fails (c may gain zeros past its end, in lent memory).
+    Kept(&'w mut [Scalars; 3], &'w Assignment),
+}
+
+/// a, b and c while staging: given up or kept by the caller (one a job).
+#[allow(clippy::large_enum_variant)]
+enum Abc<'w> {
+    Given([Scalars; 3]),
+    Kept(&'w mut [Scalars; 3]),
+}
+
 /// What staging leaves besides a, b (and c) in the H step's vectors: c on the host for the
 /// three-vector step, and the split witness on the device.
-struct Staged {
-    c: Option<HostC>,
+struct Staged<'w> {
+    c: Option<HostC<'w>>,
     split: DeviceSplit,
     /// Bitmaps of L, A and B (B1 and B2 share B's).
     queries: [DeviceQuery; 3],
@@ -207,11 +227,13 @@ struct Staged {
 }
 
 /// c of the three-vector step, page-locked on the host, padded to n.
-enum HostC {
-    /// A caller's vector, page-locked in place for the job.
+enum HostC<'w> {
+    /// A caller's vector (or a padded copy of a kept one), page-locked in place for the job.
     Registered(PinnableVec<Scalar>),
     /// Lent pinned memory.
     Lent(PooledBuffer<Fr>),
+    /// Lent pinned memory the caller keeps.
+    Kept(&'w PooledBuffer<Fr>),
 }
 
 /// A job's device memory: the H step's vectors (none for a one-point domain) and the MSM
@@ -366,12 +388,12 @@ impl GpuWorker {
     }
 
     /// The G1 stage of one job (and B2 when G2 runs on the GPU): admission, staging, the H
-    /// step and the MSMs. Returns the sums and the job's report.
+    /// step and the MSMs. Returns the sums and the job's report, with the assignment when it
+    /// was given and the CPU sums B2 from it.
     pub fn g1_stage(
         &self,
         job: &JobRef<'_>,
-        abc: [Scalars; 3],
-        z: Assignment,
+        witness: StageWitness<'_>,
         stats: &Counters,
     ) -> Result<G1Result, ProveError> {
         let JobRef {
@@ -381,9 +403,16 @@ impl GpuWorker {
         } = *job;
         *self.deadline.lock().unwrap_or_else(|p| p.into_inner()) = deadline;
         let t = Instant::now();
-        let witness = SplitWitness::of(&z)?;
-        // The CPU's B2 reads z after this stage; otherwise its memory (lent, say) goes now.
-        let z = (!self.dev.g2_on_gpu).then_some(z);
+        let (abc, z) = match witness {
+            StageWitness::Given(abc, z) => {
+                let split = SplitWitness::of(&z)?;
+                // The CPU's B2 reads z after this stage; otherwise its memory (lent, say) goes
+                // now.
+                (Abc::Given(abc), ((!self.dev.g2_on_gpu).then_some(z), split))
+            }
+            StageWitness::Kept(abc, z) => (Abc::Kept(abc), (None, SplitWitness::of(z)?)),
+        };
+        let (z, witness) = z;
         let Admitted {
             plan,
             resident,
@@ -822,33 +851,36 @@ impl GpuWorker {
 
     /// Staging, outside the lock: a, b (and c, unless the plan copies it in later from
     /// page-locked memory) go into the H step's vectors, and the split witness to the device.
-    fn stage(
+    fn stage<'w>(
         &self,
         plan: &JobPlan,
         n: usize,
-        abc: [Scalars; 3],
+        abc: Abc<'w>,
         witness: SplitWitness,
         mem: &mut JobMemory,
         stats: &Counters,
-    ) -> Result<Staged, ProveError> {
-        let [a, b, c] = abc;
+    ) -> Result<Staged<'w>, ProveError> {
         let mut bytes = 0u64;
         let mut host_c = None;
         if let Some(bufs) = mem.h_step.as_mut() {
             bytes += 3 * (n * FR) as u64;
             let (da, db, dc) = bufs.inputs_mut();
-            self.upload_evaluations(a, da, stats)?;
-            self.upload_evaluations(b, db, stats)?;
-            host_c = match (plan.h_step, dc, c) {
-                (HStep::Four, Some(dc), c) => {
-                    self.upload_evaluations(c, dc, stats)?;
-                    None
+            let four = match (plan.h_step, dc) {
+                (HStep::Four, Some(dc)) => Some(dc),
+                _ => None,
+            };
+            host_c = match abc {
+                Abc::Given([mut a, mut b, c]) => {
+                    self.upload_evaluations(&mut a, da, stats)?;
+                    drop(a);
+                    self.upload_evaluations(&mut b, db, stats)?;
+                    drop(b);
+                    self.stage_c(c, four, n, stats)?
                 }
-                (_, _, Scalars::Pinned(c)) => Some(HostC::Lent(c.padded())),
-                (_, _, Scalars::Pageable(c)) => {
-                    let v = PinnableVec::new(padded(c, n));
-                    v.pin(&self.dev.ctx).map_err(|e| self.err(e))?;
-                    Some(HostC::Registered(v))
+                Abc::Kept([a, b, c]) => {
+                    self.upload_evaluations(a, da, stats)?;
+                    self.upload_evaluations(b, db, stats)?;
+                    self.stage_kept_c(c, four, n, stats)?
                 }
             };
         }
@@ -897,9 +929,54 @@ impl GpuWorker {
 
     /// One of a, b, c into `dst`, padded with zeros to its length n: lent pinned memory goes
     /// up by DMA as it is (and back to the engine's pool), a vector through the staging pool.
+    /// c of a given witness: uploaded into the H step's fourth vector, or kept on the host,
+    /// page-locked and padded, for the three-vector step.
+    fn stage_c(
+        &self,
+        c: Scalars,
+        four: Option<&mut DeviceBuffer<Fr>>,
+        n: usize,
+        stats: &Counters,
+    ) -> Result<Option<HostC<'static>>, ProveError> {
+        match (four, c) {
+            (Some(dc), mut c) => {
+                self.upload_evaluations(&mut c, dc, stats)?;
+                Ok(None)
+            }
+            (None, Scalars::Pinned(c)) => Ok(Some(HostC::Lent(c.padded()))),
+            (None, Scalars::Pageable(c)) => Ok(Some(self.registered(padded(c, n))?)),
+        }
+    }
+
+    /// As [`GpuWorker::stage_c`] for a kept witness: lent memory is used where it is (zeros
+    /// written past c's end), a caller's vector is copied.
+    fn stage_kept_c<'w>(
+        &self,
+        c: &'w mut Scalars,
+        four: Option<&mut DeviceBuffer<Fr>>,
+        n: usize,
+        stats: &Counters,
+    ) -> Result<Option<HostC<'w>>, ProveError> {
+        match (four, c) {
+            (Some(dc), c) => {
+                self.upload_evaluations(c, dc, stats)?;
+                Ok(None)
+            }
+            (None, Scalars::Pinned(c)) => Ok(Some(HostC::Kept(c.padded_in_place()))),
+            (None, Scalars::Pageable(c)) => Ok(Some(self.registered(padded(c.clone(), n))?)),
+        }
+    }
+
+    /// `v` page-locked in place for the job.
+    fn registered(&self, v: Vec<Scalar>) -> Result<HostC<'static>, ProveError> {
+        let v = PinnableVec::new(v);
+        v.pin(&self.dev.ctx).map_err(|e| self.err(e))?;
+        Ok(HostC::Registered(v))
+    }
+
     fn upload_evaluations(
         &self,
-        e: Scalars,
+        e: &mut Scalars,
         dst: &mut DeviceBuffer<Fr>,
         stats: &Counters,
     ) -> Result<(), ProveError> {
@@ -912,9 +989,9 @@ impl GpuWorker {
         }
         let host = match e {
             Scalars::Pageable(v) => {
-                return self.upload_into(dst, cast::scalars_as_fr(&v), stats);
+                return self.upload_into(dst, cast::scalars_as_fr(v), stats);
             }
-            Scalars::Pinned(p) => p.padded(),
+            Scalars::Pinned(p) => p.padded_in_place(),
         };
         if host.len() != n {
             return Err(ProveError::Shape {
@@ -924,8 +1001,8 @@ impl GpuWorker {
             });
         }
         let t = Instant::now();
-        upload(&self.copy, host, dst, 0)
-            .and_then(|copy| copy.wait())
+        copy_scope(|scope| scope.upload(&self.copy, Pinned::new(host), dst, 0))
+            .and_then(|copied| copied)
             .map_err(|e| self.err(e))?;
         Counters::add(&stats.upload_ns, t.elapsed());
         stats
@@ -992,7 +1069,7 @@ impl GpuWorker {
 
     /// The H step in the job's vectors: h's n coefficients (the last is zero and meets no
     /// base) in [`HStepBuffers::h`]; c from page-locked host memory in the three-vector step.
-    fn h_step(&self, bufs: &mut HStepBuffers, c: Option<HostC>) -> Result<(), ProveError> {
+    fn h_step(&self, bufs: &mut HStepBuffers, c: Option<HostC<'_>>) -> Result<(), ProveError> {
         match c {
             None => Ok(self.ntt.h_step_in(bufs)?),
             Some(HostC::Registered(c)) => {
@@ -1001,6 +1078,7 @@ impl GpuWorker {
                 Ok(self.ntt.h_step_three_in(bufs, view)?)
             }
             Some(HostC::Lent(c)) => Ok(self.ntt.h_step_three_in(bufs, Pinned::new(&c))?),
+            Some(HostC::Kept(c)) => Ok(self.ntt.h_step_three_in(bufs, Pinned::new(c))?),
         }
     }
 }

@@ -43,6 +43,12 @@ impl Assignment {
         }
     }
 
+    /// Gives the inputs and aux values back to the witness they were taken from.
+    pub fn restore(self, w: &mut Witness) {
+        w.input = self.input;
+        w.aux = self.aux;
+    }
+
     /// Number of variables in z.
     pub fn len(&self) -> usize {
         self.input.len() + self.aux.len()

@@ -185,11 +185,18 @@ impl PinnedScalars {
 
     /// The whole buffer, padded with zeros from the evaluations' end: the H step's input.
     pub(crate) fn padded(mut self) -> PooledBuffer<Fr> {
+        self.padded_in_place();
+        self.buf
+    }
+
+    /// As [`PinnedScalars::padded`], leaving the values as they are (only the room past
+    /// their end is written).
+    pub(crate) fn padded_in_place(&mut self) -> &PooledBuffer<Fr> {
         let len = self.len;
         self.buf[len..]
             .par_chunks_mut(1 << 16)
             .for_each(|c| c.fill(Fr::default()));
-        self.buf
+        &self.buf
     }
 }
 

@@ -279,6 +279,28 @@ fn every_driver_call_of_a_job_fails_in_turn_and_the_engine_survives() {
     }
     phase_leaks("the device-targeted faults");
 
+    // With the CPU as the policy, the engine keeps each job's witness until the job is done:
+    // a job whose device fails for good mid-job is proved again on the CPU, not lost.
+    for n in [3, per_job / 2, per_job - 5] {
+        let engine = gpu_engine(OnDeviceFailure::Cpu);
+        fault::arm(Fault::sticky_from(fault::ANY, n).on_device(0));
+        let job = engine
+            .submit(&s.key, s.witness.clone(), fixed())
+            .and_then(|h| h.wait());
+        fault::disarm();
+        PROGRESS.fetch_add(1, Ordering::SeqCst);
+        let proof = job.unwrap_or_else(|e| panic!("sticky from call {n}: the job was lost: {e}"));
+        assert_eq!(proof.to_bytes(), s.want, "sticky from call {n}");
+        let st = engine.stats();
+        assert_eq!(st.quarantined_devices, 1, "sticky from call {n}");
+        assert_eq!(
+            st.pinned_in_use, 0,
+            "sticky from call {n}: pinned memory still out"
+        );
+        drop(engine);
+    }
+    phase_leaks("the faults retried on the CPU");
+
     // Once every engine is gone, the process holds what it held before the sweep: device and
     // pinned allocations, registrations (the key's stay), modules, streams, events. (Free
     // device memory is no measure here: other tests' processes share the device.)

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use blstrs::Scalar;
 use zkpipe_cuda::testing::gpu_context;
 use zkpipe_pipeline::testgen::{random_key, random_witness, Shape, WitnessSource};
-use zkpipe_pipeline::{Backend, Config, Engine, G2Placement, ProveError, Randomness, Scalars};
+use zkpipe_pipeline::{
+    Backend, Config, Engine, G2Placement, OnDeviceFailure, ProveError, Randomness, Scalars,
+};
 
 const MIB: usize = 1 << 20;
 
@@ -258,6 +260,74 @@ fn proofs_are_byte_identical_across_backends_caps_and_residency() {
     assert!(plans.iter().any(|p| p.contains("streamed")), "{plans:?}");
     assert!(plans.iter().any(|p| p.contains("kept")), "{plans:?}");
     assert!(plans.iter().any(|p| p.contains("per job")), "{plans:?}");
+}
+
+#[test]
+fn a_kept_witness_proves_as_a_given_one_in_every_plan() {
+    if gpu_context().is_none() {
+        return;
+    }
+    let fixed = Randomness::Fixed {
+        r: Scalar::from(43u64),
+        s: Scalar::from(47u64),
+    };
+    let sh = shape(20);
+    let key = Arc::new(random_key(&sh, 48).unwrap());
+    let source = WitnessSource::new(&sh, 49);
+    let cpu = Engine::start(Config::default().with_backend(Backend::Cpu)).unwrap();
+    let want = cpu
+        .submit(&key, source.witness(), fixed)
+        .unwrap()
+        .wait()
+        .unwrap()
+        .to_bytes();
+    drop(cpu);
+    let wait = std::time::Duration::from_secs(60);
+    let mut plans = Vec::new();
+    // The CPU as the policy: the engine keeps each witness until its job is done (to run it
+    // again on the CPU should the device fail). Caps down to the three-vector H step, pageable
+    // and lent witnesses, B2 on the GPU and on the CPU.
+    for cap in [
+        None,
+        Some(400 * MIB),
+        Some(160 * MIB),
+        Some(128 * MIB),
+        Some(112 * MIB),
+    ] {
+        for g2 in [G2Placement::Gpu, G2Placement::Cpu] {
+            let engine = Engine::start(
+                Config::default()
+                    .with_backend(Backend::Gpu)
+                    .with_vram_cap(cap)
+                    .with_vram_margin(0)
+                    .with_g2(g2)
+                    .with_pinned_witness(2 * 4 * (32 << 20))
+                    .with_on_device_failure(OnDeviceFailure::Cpu),
+            )
+            .unwrap();
+            let what = format!("cap {cap:?}, G2 on {g2:?}");
+            let lent = source
+                .witness_in_lent(engine.lend_witness(&key, wait).unwrap())
+                .unwrap();
+            for w in [source.witness(), lent] {
+                match engine.submit(&key, w, fixed).unwrap().wait_report() {
+                    Ok((proof, report)) => {
+                        assert_eq!(proof.to_bytes(), want, "{what}: {}", report.plan);
+                        assert_eq!(report.device, Some(0), "{what}");
+                        plans.push(report.plan);
+                    }
+                    Err(ProveError::TooLargeForDevice { .. }) => assert!(cap.is_some(), "{what}"),
+                    Err(e) => panic!("{what}: {e}"),
+                }
+            }
+            let st = engine.shutdown();
+            assert_eq!(st.pinned_in_use, 0, "{what}: lent memory not back");
+            assert_eq!(st.quarantined_devices, 0, "{what}");
+        }
+    }
+    println!("plans: {plans:#?}");
+    assert!(plans.iter().any(|p| p.contains("4 vectors")), "{plans:?}");
+    assert!(plans.iter().any(|p| p.contains("3 vectors")), "{plans:?}");
 }
 
 #[test]
