@@ -79,6 +79,12 @@ pub(crate) fn render(st: &EngineStats, queued: u64, stages: &StageHistograms) ->
     .collect();
     metric("zkpipe_jobs_total", "counter", "Jobs by state.", &jobs);
     metric(
+        "zkpipe_jobs_moved_off_quarantined_total",
+        "counter",
+        "Jobs a quarantined device's workers put back in the queue for another device.",
+        &plain(st.moved_off_quarantined as f64),
+    );
+    metric(
         "zkpipe_queue_depth",
         "gauge",
         "Jobs accepted and not yet taken by a worker.",
@@ -172,13 +178,18 @@ mod tests {
         h.observe(&[("h_step", 3.0), ("msm_h", 900.0)], 1200.0);
         h.observe(&[("h_step", 300.0)], 0.0);
         h.observe(&[("h_step", 20000.0)], 0.0);
-        let text = render(&EngineStats::default(), 2, &h);
+        let st = EngineStats {
+            moved_off_quarantined: 3,
+            ..EngineStats::default()
+        };
+        let text = render(&st, 2, &h);
         assert!(text.contains("zkpipe_stage_device_ms_bucket{stage=\"h_step\",le=\"5\"} 1\n"));
         assert!(text.contains("zkpipe_stage_device_ms_bucket{stage=\"h_step\",le=\"500\"} 2\n"));
         assert!(text.contains("zkpipe_stage_device_ms_bucket{stage=\"h_step\",le=\"+Inf\"} 3\n"));
         assert!(text.contains("zkpipe_stage_device_ms_sum{stage=\"h_step\"} 20303\n"));
         assert!(text.contains("zkpipe_stage_device_ms_count{stage=\"job\"} 1\n"));
         assert!(text.contains("zkpipe_queue_depth 2\n"));
+        assert!(text.contains("zkpipe_jobs_moved_off_quarantined_total 3\n"));
         // Every sample line is `name{labels} value` with a number for the value.
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let (name, value) = line.rsplit_once(' ').expect("a sample has a value");
