@@ -403,16 +403,15 @@ impl GpuWorker {
         } = *job;
         *self.deadline.lock().unwrap_or_else(|p| p.into_inner()) = deadline;
         let t = Instant::now();
-        let (abc, z) = match witness {
+        let (abc, z, witness) = match witness {
             StageWitness::Given(abc, z) => {
                 let split = SplitWitness::of(&z)?;
                 // The CPU's B2 reads z after this stage; otherwise its memory (lent, say) goes
                 // now.
-                (Abc::Given(abc), ((!self.dev.g2_on_gpu).then_some(z), split))
+                (Abc::Given(abc), (!self.dev.g2_on_gpu).then_some(z), split)
             }
-            StageWitness::Kept(abc, z) => (Abc::Kept(abc), (None, SplitWitness::of(z)?)),
+            StageWitness::Kept(abc, z) => (Abc::Kept(abc), None, SplitWitness::of(z)?),
         };
-        let (z, witness) = z;
         let Admitted {
             plan,
             resident,
@@ -927,8 +926,6 @@ impl GpuWorker {
         download(self.ntt.stream(), h, h.len().saturating_sub(1), host).map_err(|e| self.err(e))
     }
 
-    /// One of a, b, c into `dst`, padded with zeros to its length n: lent pinned memory goes
-    /// up by DMA as it is (and back to the engine's pool), a vector through the staging pool.
     /// c of a given witness: uploaded into the H step's fourth vector, or kept on the host,
     /// page-locked and padded, for the three-vector step.
     fn stage_c(
@@ -974,6 +971,9 @@ impl GpuWorker {
         Ok(HostC::Registered(v))
     }
 
+    /// One of a, b, c into `dst`, padded with zeros to its length n: lent pinned memory goes
+    /// up by DMA as it is (zeros written past its end), a vector through the staging pool.
+    /// The caller keeps it (a given witness drops it right after, back to the pool).
     fn upload_evaluations(
         &self,
         e: &mut Scalars,
