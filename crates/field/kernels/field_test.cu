@@ -45,6 +45,14 @@ FIELD_OPS(zk_fp_ops, FP, ZK_FP)
 FIELD_OPS(zk_frc_ops, FR, ZK_FRC)
 FIELD_OPS(zk_fpc_ops, FP, ZK_FPC)
 
+// zkpipe's Fp2 (the prelude's fp2.cu): the lazy multiplication and the squaring.
+#define ZK_FP2T(f) ZK_FP2T_##f
+#define ZK_FP2T_add zk_fp2_add
+#define ZK_FP2T_sub zk_fp2_sub
+#define ZK_FP2T_mul zk_fp2_mul
+#define ZK_FP2T_sqr zk_fp2_sqr
+FIELD_OPS(zk_fp2_ops, FP2, ZK_FP2T)
+
 // out[i] = 2p, out[n + i] = p + q (mixed), out[2n + i] = p + q (both Jacobian, q with z = 1).
 #define POINT_OPS(NAME, JAC, AFF, OP, ONE)                                       \
   KERNEL void NAME(const JAC* p, const AFF* q, JAC* out, uint n) {               \

@@ -61,6 +61,7 @@ pub struct FieldTestKernels {
     zk_fp: Function,
     zk_frc: Function,
     zk_fpc: Function,
+    zk_fp2: Function,
     g1: Function,
     g2: Function,
 }
@@ -112,6 +113,7 @@ impl FieldTestKernels {
             zk_fp: m.function("zk_fp_ops")?,
             zk_frc: m.function("zk_frc_ops")?,
             zk_fpc: m.function("zk_fpc_ops")?,
+            zk_fp2: m.function("zk_fp2_ops")?,
             g1: m.function("g1_ops")?,
             g2: m.function("g2_ops")?,
         })
@@ -156,6 +158,9 @@ launches! {
     /// As [`FieldTestKernels::fp_ops`], with zkpipe's CIOS multiplication and dedicated
     /// squaring.
     zk_fpc_ops(zk_fpc: Fp, Fp => Fp, 4);
+    /// As [`FieldTestKernels::fp2_ops`], with zkpipe's Fp2 (lazy multiplication, squaring by
+    /// two products).
+    zk_fp2_ops(zk_fp2: Fp2, Fp2 => Fp2, 4);
     /// out = [2p, p + q (mixed), p + q (Jacobian)] in G1 (3n elements), for p in `a` and q in `b`.
     g1_ops(g1: G1Projective, G1Affine => G1Projective, 3);
     /// out = [2p, p + q (mixed), p + q (Jacobian)] in G2 (3n elements), for p in `a` and q in `b`.

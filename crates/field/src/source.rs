@@ -26,7 +26,11 @@ const ALIASES: &str = r#"
 "#;
 
 /// zkpipe's own branch-free field operations, over ec-gpu-gen's products and reductions.
-const ARITH: &str = include_str!("arith.cu");
+const ARITH: &str = include_str!("../kernels/prelude/arith.cu");
+/// zkpipe's Fp2 arithmetic (lazy reduction) and inverses, over [`ARITH`].
+const FP2: &str = include_str!("../kernels/prelude/fp2.cu");
+/// zkpipe's curve arithmetic: XYZZ coordinates for G1 and G2, over [`ARITH`] and [`FP2`].
+const CURVE: &str = include_str!("../kernels/prelude/curve.cu");
 
 fn build(b: SourceBuilder) -> String {
     b.build_32_bit_limbs()
@@ -122,8 +126,10 @@ fn brace_literal_line(line: &str) -> String {
 }
 
 /// The prelude of every stage's kernels: common definitions, Fr, Fp, Fp2, G1 and G2 curve
-/// arithmetic (device functions only), zkpipe's short aliases, and zkpipe's branch-free field
-/// operations (`arith.cu`). The same bytes on every call.
+/// arithmetic (device functions only), zkpipe's short aliases, then zkpipe's own arithmetic
+/// from `crates/field/kernels/prelude/`: branch-free field operations and the CIOS product (`arith.cu`),
+/// Fp2 with lazy reduction and inverses (`fp2.cu`), XYZZ coordinates (`curve.cu`). The same
+/// bytes on every call.
 pub fn cuda_prelude() -> String {
     let [common, fr, fp, fp2, _fft, g1, g2] = parts();
     let parts = [
@@ -141,6 +147,8 @@ pub fn cuda_prelude() -> String {
         split_kernel(&g2).0,
         ALIASES,
         ARITH,
+        FP2,
+        CURVE,
     ];
     brace_literals(&parts.join("\n\n"))
 }
@@ -176,6 +184,14 @@ mod tests {
             "#define Z (T_x{A, (B{1})}) ((x + y))"
         );
         assert!(!cuda_prelude().contains("((blstrs__fp2__Fp2){"));
+    }
+
+    #[test]
+    fn fr_modulus_has_the_low_limbs_fr_reduction_assumes() {
+        // zk_fr_cios_reduce (kernels/prelude/arith.cu) is written for r_0 = 1, r_1 = 2^32 - 1.
+        let hex = <blstrs::Scalar as ff::PrimeField>::MODULUS;
+        let low = u64::from_str_radix(&hex[hex.len() - 16..], 16).unwrap();
+        assert_eq!(low, 0xffff_ffff_0000_0001, "{hex}");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Field and point arithmetic of ec-gpu-gen's kernels, and zkpipe's own branch-free field
 //! operations, checked against blstrs on the GPU, on 2^20 random inputs each plus edge cases
-//! (zero, one, p - 1, equal and opposite points, the identity).
+//! (zero, one, p - 1, a zero low limb in Montgomery form, equal and opposite points, the
+//! identity).
 
 use blstrs::{Fp, Fp2, G1Projective, G2Projective, Scalar};
 use ff::Field;
@@ -39,7 +40,7 @@ macro_rules! field_test {
             let k = FieldTestKernels::load(&ctx, &FIELD).unwrap();
             let stream = Stream::new(&ctx).unwrap();
             let mut rng = rng();
-            let a: Vec<$blst> = elements(N, &mut rng);
+            let mut a: Vec<$blst> = elements(N, &mut rng);
             let mut b: Vec<$blst> = elements(N, &mut rng);
             b[..6].copy_from_slice(&[
                 <$blst>::ONE,
@@ -49,6 +50,13 @@ macro_rules! field_test {
                 -<$blst>::ONE,
                 <$blst>::ONE,
             ]);
+            // An element whose Montgomery form has a zero low limb (limbs 0, 1, 0, ...: 2^32),
+            // where a reduction step's multiplier m is 0: squared, and times a random one.
+            let mut low_zero: $gpu = bytemuck::Zeroable::zeroed();
+            bytemuck::bytes_of_mut(&mut low_zero)[4] = 1;
+            let low_zero: $blst = low_zero.into();
+            a[6..8].copy_from_slice(&[low_zero, low_zero]);
+            b[6] = low_zero;
             let da = DeviceBuffer::from_host(&ctx, $view(&a)).unwrap();
             let db = DeviceBuffer::from_host(&ctx, $view(&b)).unwrap();
             let mut out = DeviceBuffer::<$gpu>::alloc(&ctx, 4 * N).unwrap();
@@ -123,6 +131,13 @@ field_test!(
     layout::Fp,
     cast::fps_as_gpu,
     zk_fpc_ops
+);
+field_test!(
+    zk_fp2_arithmetic_matches_blstrs,
+    Fp2,
+    layout::Fp2,
+    cast::fp2s_as_gpu,
+    zk_fp2_ops
 );
 
 macro_rules! point_test {

@@ -213,15 +213,15 @@ KERNEL void msm_task_keys(const uint* __restrict__ counts, const uint* __restric
     const uint start = offsets[lo] + (g - task_offsets[lo]) * t;                                \
     const uint end = min(start + t, offsets[lo] + counts[lo]);                                  \
     const FT zero = F(ZERO);                                                                     \
-    msm_xyzz_##NAME acc = msm_xyzz_zero_##NAME();                                               \
+    zk_xyzz_##NAME acc = zk_xyzz_zero_##NAME();                                               \
     for (uint j = start; j < end; j++) {                                                        \
       const uint v = sorted[j];                                                                 \
       AFF p = bases[v & 0x7fffffffu];                                                           \
       if (F(eq)(p.x, zero) && F(eq)(p.y, zero)) continue; /* the identity */                   \
       if (v >> 31) p.y = F(sub)(zero, p.y);                                                     \
-      acc = msm_xyzz_madd_##NAME(acc, p);                                                       \
+      acc = zk_xyzz_madd_##NAME(acc, p);                                                       \
     }                                                                                           \
-    partial[g] = msm_xyzz_to_jac_##NAME(acc);                                                   \
+    partial[g] = zk_xyzz_to_jac_##NAME(acc);                                                   \
   }
 
 // The curve kernels, for G1 over Fp and G2 over Fp2.
@@ -323,7 +323,7 @@ KERNEL void msm_task_keys(const uint* __restrict__ counts, const uint* __restric
     uint bits = sel[w];                                                                         \
     for (uint skip = k - sel_prefix[w]; skip > 0u; skip--) bits &= bits - 1u;                  \
     const FT zero = F(ZERO);                                                                    \
-    msm_xyzz_##NAME acc = msm_xyzz_zero_##NAME();                                               \
+    zk_xyzz_##NAME acc = zk_xyzz_zero_##NAME();                                               \
     while (k < end) {                                                                           \
       while (bits == 0u) bits = sel[++w];                                                       \
       const uint b = __ffs(bits) - 1u;                                                          \
@@ -332,191 +332,15 @@ KERNEL void msm_task_keys(const uint* __restrict__ counts, const uint* __restric
       const AFF p = bases[idx];                                                                 \
       k++;                                                                                      \
       if (F(eq)(p.x, zero) && F(eq)(p.y, zero)) continue; /* the identity */                   \
-      acc = msm_xyzz_madd_##NAME(acc, p);                                                       \
+      acc = zk_xyzz_madd_##NAME(acc, p);                                                       \
     }                                                                                           \
-    partial[t] = msm_add_##NAME(partial[t], msm_xyzz_to_jac_##NAME(acc));                       \
+    partial[t] = msm_add_##NAME(partial[t], zk_xyzz_to_jac_##NAME(acc));                       \
   }
 
-#define MSM_FP2(f) FP2_(f)
 #define MSM_G1(f) G1_(f)
 #define MSM_G2(f) G2_(f)
 MSM_OPS(g1, G1_AFFINE, G1_JACOBIAN, MSM_G1)
 MSM_OPS(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2)
-
-// Fp2 multiplication with lazy reduction: Karatsuba's three products kept at double width, and
-// two Montgomery reductions instead of three (c0 = a0·b0 - a1·b1, c1 = (a0 + a1)(b0 + b1) -
-// a0·b0 - a1·b1, each reduced once). Both stay below p·2^384, which the reduction needs: c0
-// gets p·2^384 added when negative, and c1 is a0·b1 + a1·b0 < 2p^2 exactly, the sums a0 + a1
-// and b0 + b1 being taken without reduction (< 2p < 2^382).
-#define MSM_WIDE (2 * FP_(LIMBS))
-// a -= b over MSM_WIDE limbs; returns the borrow out (0 or 0xffffffff).
-DEVICE inline uint32_t msm_wide_sub(uint32_t* a, const uint32_t* b) {
-  a[0] = zk_sub_cc(a[0], b[0]);
-#pragma unroll
-  for (int i = 1; i < MSM_WIDE; i++) a[i] = zk_subc_cc(a[i], b[i]);
-  return zk_subc(0, 0);
-}
-// Double-width products and reductions out of line, the subtractions inline, and the whole
-// multiplication called (msm_fp2_mul_lazy_call): the fastest G2 of the arrangements measured
-// (three Montgomery multiplications; lazy, all out of line, which spilled in the bucket loop;
-// lazy and inlined: benches/NOTES.md).
-typedef struct { uint32_t v[MSM_WIDE]; } msm_fpw;
-__noinline__ DEVICE msm_fpw msm_fp_wide(FP a, FP b) {
-  msm_fpw r;
-  FP_(mult_v1)(a.val, b.val, r.v);
-  return r;
-}
-__noinline__ DEVICE FP msm_fp_redc_call(msm_fpw t) { return zk_fp_redc(t.v); }
-DEVICE inline FP2 msm_fp2_mul_lazy(FP2 a, FP2 b) {
-  msm_fpw w0 = msm_fp_wide(a.c0, b.c0);
-  msm_fpw w1 = msm_fp_wide(a.c1, b.c1);
-  msm_fpw s = msm_fp_wide(FP_(add_)(a.c0, a.c1), FP_(add_)(b.c0, b.c1));
-  msm_wide_sub(s.v, w0.v);
-  msm_wide_sub(s.v, w1.v);
-  if (msm_wide_sub(w0.v, w1.v)) {  // a0·b0 < a1·b1: add p·2^384
-    w0.v[FP_(LIMBS)] = add_cc(w0.v[FP_(LIMBS)], FP_(P).val[0]);
-#pragma unroll
-    for (int i = 1; i < FP_(LIMBS) - 1; i++) w0.v[FP_(LIMBS) + i] = addc_cc(w0.v[FP_(LIMBS) + i], FP_(P).val[i]);
-    w0.v[MSM_WIDE - 1] = addc(w0.v[MSM_WIDE - 1], FP_(P).val[FP_(LIMBS) - 1]);
-  }
-  FP2 r;
-  r.c0 = msm_fp_redc_call(w0);
-  r.c1 = msm_fp_redc_call(s);
-  return r;
-}
-__noinline__ DEVICE FP2 msm_fp2_mul_lazy_call(FP2 a, FP2 b) { return msm_fp2_mul_lazy(a, b); }
-// The rest of G2's Fp2 arithmetic over zkpipe's branch-free Fp operations (arith.cu), its Fp
-// products out of line (ec-gpu-gen's Fp2 multiplication interleaves three inlined ones and
-// spills 420 bytes), faster than ec-gpu-gen's for G2. G1 stays on ec-gpu-gen's inlined Fp
-// additions, which measured faster there than the branch-free ones (benches/NOTES.md).
-__noinline__ DEVICE FP msm_fp_mul(FP a, FP b) { return zk_fp_mul(a, b); }
-DEVICE inline FP2 msm_fp2_sqr(FP2 a) {
-  const FP ab = msm_fp_mul(a.c0, a.c1);
-  FP2 r;
-  r.c0 = msm_fp_mul(zk_fp_add(a.c0, a.c1), zk_fp_sub(a.c0, a.c1));
-  r.c1 = zk_fp_add(ab, ab);
-  return r;
-}
-DEVICE inline FP2 msm_fp2_add(FP2 a, FP2 b) {
-  FP2 r;
-  r.c0 = zk_fp_add(a.c0, b.c0);
-  r.c1 = zk_fp_add(a.c1, b.c1);
-  return r;
-}
-DEVICE inline FP2 msm_fp2_sub(FP2 a, FP2 b) {
-  FP2 r;
-  r.c0 = zk_fp_sub(a.c0, b.c0);
-  r.c1 = zk_fp_sub(a.c1, b.c1);
-  return r;
-}
-DEVICE inline FP2 msm_fp2_double(FP2 a) { return msm_fp2_add(a, a); }
-#define MSM_FP2Z_ZERO FP2_(ZERO)
-#define MSM_FP2Z_ONE FP2_(ONE)
-#define MSM_FP2Z_eq FP2_(eq)
-#define MSM_FP2Z_add msm_fp2_add
-#define MSM_FP2Z_sub msm_fp2_sub
-#define MSM_FP2Z_double msm_fp2_double
-#define MSM_FP2Z_mul msm_fp2_mul_lazy_call
-#define MSM_FP2Z_sqr msm_fp2_sqr
-// Fp2 operations of G2's bucket additions (Z: zkpipe's).
-#define MSM_FP2Z(f) MSM_FP2Z_##f
-
-// XYZZ bucket accumulators (x = X/ZZ, y = Y/ZZZ, ZZ^3 = ZZZ^2; ZZ = 0 is the identity): a
-// mixed addition costs 8 multiplications and 2 squarings (madd-2008-s) where Jacobian
-// coordinates' madd-2007-bl costs 7 and 4, with fewer additions. Each task converts its sum to
-// Jacobian coordinates once, at the end.
-#define MSM_XYZZ(NAME, AFF, JAC, P, F, FT)                                                     \
-  typedef struct { FT x; FT y; FT zz; FT zzz; } msm_xyzz_##NAME;                              \
-  DEVICE inline msm_xyzz_##NAME msm_xyzz_zero_##NAME() {                                      \
-    msm_xyzz_##NAME r;                                                                         \
-    r.x = F(ONE); r.y = F(ONE); r.zz = F(ZERO); r.zzz = F(ZERO);                               \
-    return r;                                                                                  \
-  }                                                                                            \
-  /* 2b for an affine b (mdbl-2008-s-1, a = 0): the rare case of adding a point to itself. */  \
-  __noinline__ DEVICE msm_xyzz_##NAME msm_xyzz_dbl_##NAME(AFF b) {                             \
-    const FT u = F(double)(b.y);                                                               \
-    const FT v = F(sqr)(u);                                                                    \
-    const FT w = F(mul)(u, v);                                                                 \
-    const FT s = F(mul)(b.x, v);                                                               \
-    const FT x2 = F(sqr)(b.x);                                                                 \
-    const FT m = F(add)(F(double)(x2), x2);                                                    \
-    msm_xyzz_##NAME r;                                                                         \
-    r.x = F(sub)(F(sqr)(m), F(double)(s));                                                     \
-    r.y = F(sub)(F(mul)(m, F(sub)(s, r.x)), F(mul)(w, b.y));                                   \
-    r.zz = v;                                                                                  \
-    r.zzz = w;                                                                                 \
-    return r;                                                                                  \
-  }                                                                                            \
-  DEVICE inline msm_xyzz_##NAME msm_xyzz_madd_##NAME(msm_xyzz_##NAME a, AFF b) {               \
-    const FT zero = F(ZERO);                                                                   \
-    if (F(eq)(a.zz, zero)) {                                                                   \
-      a.x = b.x; a.y = b.y; a.zz = F(ONE); a.zzz = F(ONE);                                     \
-      return a;                                                                                \
-    }                                                                                          \
-    const FT p = F(sub)(F(mul)(b.x, a.zz), a.x);                                               \
-    const FT r = F(sub)(F(mul)(b.y, a.zzz), a.y);                                              \
-    if (F(eq)(p, zero) && F(eq)(r, zero)) return msm_xyzz_dbl_##NAME(b);                       \
-    /* p = 0, r != 0: a = -b, and zz becomes 0, the identity. */                               \
-    const FT pp = F(sqr)(p);                                                                   \
-    const FT ppp = F(mul)(p, pp);                                                              \
-    const FT q = F(mul)(a.x, pp);                                                              \
-    msm_xyzz_##NAME o;                                                                         \
-    o.x = F(sub)(F(sub)(F(sqr)(r), ppp), F(double)(q));                                        \
-    o.y = F(sub)(F(mul)(r, F(sub)(q, o.x)), F(mul)(a.y, ppp));                                 \
-    o.zz = F(mul)(a.zz, pp);                                                                   \
-    o.zzz = F(mul)(a.zzz, ppp);                                                                \
-    return o;                                                                                  \
-  }                                                                                            \
-  /* Jacobian with Z = ZZ * ZZZ: X = x * ZZ * ZZZ^2, Y = y * ZZZ^4 (ZZ^3 = ZZZ^2). */          \
-  DEVICE inline JAC msm_xyzz_to_jac_##NAME(msm_xyzz_##NAME a) {                                \
-    if (F(eq)(a.zz, F(ZERO))) return P(ZERO);                                                  \
-    const FT zzz2 = F(sqr)(a.zzz);                                                             \
-    JAC r;                                                                                     \
-    r.x = F(mul)(F(mul)(a.x, a.zz), zzz2);                                                     \
-    r.y = F(mul)(a.y, F(sqr)(zzz2));                                                           \
-    r.z = F(mul)(a.zz, a.zzz);                                                                 \
-    return r;                                                                                  \
-  }
-// G1's bucket additions multiply by zkpipe's CIOS (zk_fp_mul_cios), called rather than
-// inlined (inlined, it spilled more), and square by zkpipe's dedicated squaring; the rest of
-// their Fp arithmetic is ec-gpu-gen's. benches/NOTES.md has the figures of each choice.
-__noinline__ DEVICE FP msm_fp_mul_cios_call(FP a, FP b) { return zk_fp_mul_cios(a, b); }
-__noinline__ DEVICE FP msm_fp_sqr_call(FP a) { return zk_fp_sqr(a); }
-#define MSM_FPC_ZERO FP_(ZERO)
-#define MSM_FPC_ONE FP_(ONE)
-#define MSM_FPC_eq FP_(eq)
-#define MSM_FPC_add FP_(add)
-#define MSM_FPC_sub FP_(sub)
-#define MSM_FPC_double FP_(double)
-#define MSM_FPC_mul msm_fp_mul_cios_call
-#define MSM_FPC_sqr msm_fp_sqr_call
-// Fp operations of G1's bucket additions (C: the called CIOS multiplication and squaring).
-#define MSM_FPC(f) MSM_FPC_##f
-MSM_XYZZ(g1, G1_AFFINE, G1_JACOBIAN, MSM_G1, MSM_FPC, FP)
-MSM_XYZZ(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, MSM_FP2Z, FP2)
-
-// Inverses for the precomputation (a few per point, once per key): Fermat's a^(p-2) in Fp;
-// in Fp2 (u^2 = -1), the conjugate over the norm a0^2 + a1^2. The inverse of 0 comes out 0.
-__noinline__ DEVICE FP msm_fp_inverse(FP a) {
-  FP r = FP_(ONE);
-  for (int limb = FP_(LIMBS) - 1; limb >= 0; limb--) {
-    const uint e = FP_(P).val[limb] - (limb == 0 ? 2u : 0u);  // p is odd: no borrow
-    for (int bit = 31; bit >= 0; bit--) {
-      r = msm_fp_mul(r, r);
-      if ((e >> bit) & 1u) r = msm_fp_mul(r, a);
-    }
-  }
-  return r;
-}
-DEVICE inline FP2 msm_fp2_inverse(FP2 a) {
-  const FP t = msm_fp_inverse(zk_fp_add(msm_fp_mul(a.c0, a.c0), msm_fp_mul(a.c1, a.c1)));
-  FP2 r;
-  r.c0 = msm_fp_mul(a.c0, t);
-  r.c1 = msm_fp_mul(zk_fp_sub(FP_(ZERO), a.c1), t);
-  return r;
-}
-#define MSM_FPC_inverse msm_fp_inverse
-#define MSM_FP2Z_inverse msm_fp2_inverse
 
 // Precomputed multiples of fixed bases: copy j of a point P is 2^(c·j)·P, j < copies, so
 // that a Pippenger with c-bit windows sums `copies` windows in one set of buckets
@@ -558,17 +382,16 @@ DEVICE inline FP2 msm_fp2_inverse(FP2 a) {
     }                                                                                          \
   }
 
-// The bucket loop adds in XYZZ coordinates (above), faster than Jacobian mixed additions for
-// both curves: G1's over inlined Fp arithmetic but the called CIOS multiplication and
-// squaring; G2's over the Fp2 arithmetic above (ec-gpu-gen's Fp2 spilled, and its Jacobian
-// madd inlined in the loop was slower still).
+// The bucket loop adds in the prelude's XYZZ coordinates (curve.cu), faster than Jacobian
+// mixed additions for both curves (ec-gpu-gen's Jacobian madd inlined in G2's loop was slower
+// still).
 // G1's bucket kernel held to 128 registers, two 256-thread blocks an SM (it used 158, one
 // block): faster despite a few spills (benches/NOTES.md). G2's needs its 255 registers.
 #define MSM_LAUNCH_G1 __launch_bounds__(256, 2)
 #define MSM_LAUNCH_G2
-MSM_CURVE(g1, G1_AFFINE, G1_JACOBIAN, MSM_G1, MSM_FPC, FP, MSM_LAUNCH_G1)
-MSM_CURVE(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, MSM_FP2Z, FP2, MSM_LAUNCH_G2)
-MSM_ONES(g1, G1_AFFINE, G1_JACOBIAN, MSM_FPC, FP, MSM_LAUNCH_G1)
-MSM_ONES(g2, G2_AFFINE, G2_JACOBIAN, MSM_FP2Z, FP2, MSM_LAUNCH_G2)
-MSM_PRECOMPUTE(g1, G1_AFFINE, G1_JACOBIAN, MSM_FPC, FP)
-MSM_PRECOMPUTE(g2, G2_AFFINE, G2_JACOBIAN, MSM_FP2Z, FP2)
+MSM_CURVE(g1, G1_AFFINE, G1_JACOBIAN, MSM_G1, ZK_FPC, FP, MSM_LAUNCH_G1)
+MSM_CURVE(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, ZK_FP2Z, FP2, MSM_LAUNCH_G2)
+MSM_ONES(g1, G1_AFFINE, G1_JACOBIAN, ZK_FPC, FP, MSM_LAUNCH_G1)
+MSM_ONES(g2, G2_AFFINE, G2_JACOBIAN, ZK_FP2Z, FP2, MSM_LAUNCH_G2)
+MSM_PRECOMPUTE(g1, G1_AFFINE, G1_JACOBIAN, ZK_FPC, FP)
+MSM_PRECOMPUTE(g2, G2_AFFINE, G2_JACOBIAN, ZK_FP2Z, FP2)

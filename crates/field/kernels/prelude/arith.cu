@@ -81,20 +81,9 @@ DEVICE inline uint32_t zk_subc(uint32_t a, uint32_t b) {
 ZK_FIELD_OPS(fr, FR, FR_, 8)
 ZK_FIELD_OPS(fp, FP, FP_, 12)
 
-// Montgomery product, operand scanning with the reduction interleaved (CIOS), in two
-// accumulators: `lo` holds limbs at even offsets from the current position, `hi` at odd ones,
-// so that every row of products a_j·b_i adds into one of them in a single carry chain (the
-// low and high halves of a_j·b_i for even j land on limbs j and j + 1 of `lo`, for odd j on
-// limbs j - 1 and j of `hi`, one place up). After each row and its reduction (m·p, m chosen
-// to clear limb 0) the value is divided by 2^32: `hi` becomes the low accumulator as it is,
-// and the old low one, two limbs down (its limb 1 folded into the new limb 0), the high one;
-// the shift costs nothing, as the next row's chain reads limb j + 2 and writes limb j.
-// With the top limb of p below 2^31 no carry leaves the top of either accumulator (each
-// top limb collects at most two high halves of products by a top limb of a or p, and a few
-// carries), and the result is below 2p. Checked against Python's integers on 3·10^5 inputs
-// (and Fp's, 12 limbs, on 1.5·10^5) before it was written here, and against blstrs by the
-// field tests.
-#define ZK_MUL_CIOS(n, T, F, L)                                                    \
+// One reduction step of the CIOS product below (zk_<n>_mul_cios): m = lo[0]·INV, chosen so
+// that adding m·p clears limb 0, and m·p added into both accumulators.
+#define ZK_CIOS_REDUCE(n, T, F, L)                                                 \
   DEVICE inline void zk_##n##_cios_reduce(uint32_t* lo, uint32_t* hi) {           \
     const uint32_t m = lo[0] * F(INV);                                             \
     hi[0] = madlo_cc(m, F(P).val[1], hi[0]);                                       \
@@ -110,7 +99,49 @@ ZK_FIELD_OPS(fp, FP, FP_, 12)
       lo[j + 1] = madhic_cc(m, F(P).val[j], lo[j + 1]);                            \
     }                                                                              \
     hi[L - 1] = addc(hi[L - 1], 0);                                                \
-  }                                                                                \
+  }
+
+// Fr's step, from the shape of r's low limbs: r_0 = 1 and r_1 = 2^32 - 1, so INV = -1 and, with
+// l = lo[0]: m = -l, m·r_0 = m (which clears limb 0, carrying 1 unless l = 0), and the low half
+// of m·r_1 = m·2^32 - m is l. Four of the step's seventeen multiplications become additions and
+// one a lone high half; the modulus lives in constant memory, so the compiler could not fold
+// them itself.
+DEVICE inline void zk_fr_cios_reduce(uint32_t* lo, uint32_t* hi) {
+  const uint32_t l = lo[0];
+  const uint32_t m = 0u - l;
+  const uint32_t m_r1_hi = __umulhi(m, 0xffffffffu);
+  hi[0] = add_cc(hi[0], l);
+  hi[1] = addc_cc(hi[1], m_r1_hi);
+#pragma unroll
+  for (int j = 2; j < 8; j += 2) {
+    hi[j] = madloc_cc(m, FR_(P).val[j + 1], hi[j]);
+    hi[j + 1] = madhic_cc(m, FR_(P).val[j + 1], hi[j + 1]);
+  }
+  lo[0] = add_cc(lo[0], m);
+  lo[1] = addc_cc(lo[1], 0u);
+#pragma unroll
+  for (int j = 2; j < 8; j += 2) {
+    lo[j] = madloc_cc(m, FR_(P).val[j], lo[j]);
+    lo[j + 1] = madhic_cc(m, FR_(P).val[j], lo[j + 1]);
+  }
+  hi[7] = addc(hi[7], 0u);
+}
+ZK_CIOS_REDUCE(fp, FP, FP_, 12)
+
+// Montgomery product, operand scanning with the reduction interleaved (CIOS), in two
+// accumulators: `lo` holds limbs at even offsets from the current position, `hi` at odd ones,
+// so that every row of products a_j·b_i adds into one of them in a single carry chain (the
+// low and high halves of a_j·b_i for even j land on limbs j and j + 1 of `lo`, for odd j on
+// limbs j - 1 and j of `hi`, one place up). After each row and its reduction (m·p, m chosen
+// to clear limb 0) the value is divided by 2^32: `hi` becomes the low accumulator as it is,
+// and the old low one, two limbs down (its limb 1 folded into the new limb 0), the high one;
+// the shift costs nothing, as the next row's chain reads limb j + 2 and writes limb j.
+// With the top limb of p below 2^31 no carry leaves the top of either accumulator (each
+// top limb collects at most two high halves of products by a top limb of a or p, and a few
+// carries), and the result is below 2p. Checked against Python's integers on 3·10^5 inputs
+// (and Fp's, 12 limbs, on 1.5·10^5) before it was written here, and against blstrs by the
+// field tests; Fr's own reduction step likewise (3.3·10^4 inputs, with zero low limbs).
+#define ZK_MUL_CIOS(n, T, F, L)                                                    \
   /* One row after the first: (lo, hi) = the accumulators with their roles already */ \
   /* swapped (hi: the previous low one, its limb 0 cleared). */                    \
   DEVICE inline void zk_##n##_cios_row(uint32_t* lo, uint32_t* hi, const uint32_t* a, \
@@ -131,28 +162,36 @@ ZK_FIELD_OPS(fp, FP, FP_, 12)
     hi[L - 1] = addc(hi[L - 1], 0);                                                \
     zk_##n##_cios_reduce(lo, hi);                                                  \
   }                                                                                \
-  DEVICE inline T zk_##n##_mul_cios(T a, T b) {                                    \
-    uint32_t x[L], y[L];                                                           \
+  /* Row 0: a·b0 into the accumulators, and its reduction. */                     \
+  DEVICE inline void zk_##n##_cios_first(uint32_t* x, uint32_t* y, const uint32_t* a, \
+                                         uint32_t b0) {                            \
     _Pragma("unroll") for (int j = 0; j < L; j += 2) {                             \
-      x[j] = a.val[j] * b.val[0];                                                  \
-      x[j + 1] = __umulhi(a.val[j], b.val[0]);                                     \
-      y[j] = a.val[j + 1] * b.val[0];                                              \
-      y[j + 1] = __umulhi(a.val[j + 1], b.val[0]);                                 \
+      x[j] = a[j] * b0;                                                            \
+      x[j + 1] = __umulhi(a[j], b0);                                               \
+      y[j] = a[j + 1] * b0;                                                        \
+      y[j + 1] = __umulhi(a[j + 1], b0);                                           \
     }                                                                              \
     zk_##n##_cios_reduce(x, y);                                                    \
-    _Pragma("unroll") for (int i = 1; i < L; i++) {                                \
-      if (i & 1)                                                                   \
-        zk_##n##_cios_row(y, x, a.val, b.val[i]);                                  \
-      else                                                                         \
-        zk_##n##_cios_row(x, y, a.val, b.val[i]);                                  \
-    }                                                                              \
-    /* After the last (odd) row: x + y / 2^32, y's limb 0 being cleared. */        \
+  }                                                                                \
+  /* After the last (odd) row: x + y / 2^32, y's limb 0 being cleared. */          \
+  DEVICE inline T zk_##n##_cios_last(const uint32_t* x, const uint32_t* y) {      \
     T r;                                                                           \
     r.val[0] = add_cc(x[0], y[1]);                                                 \
     _Pragma("unroll") for (int j = 1; j < L - 1; j++)                              \
         r.val[j] = addc_cc(x[j], y[j + 1]);                                        \
     r.val[L - 1] = addc(x[L - 1], 0);                                              \
     return zk_##n##_reduce_once(r);                                                \
+  }                                                                                \
+  DEVICE inline T zk_##n##_mul_cios(T a, T b) {                                    \
+    uint32_t x[L], y[L];                                                           \
+    zk_##n##_cios_first(x, y, a.val, b.val[0]);                                    \
+    _Pragma("unroll") for (int i = 1; i < L; i++) {                                \
+      if (i & 1)                                                                   \
+        zk_##n##_cios_row(y, x, a.val, b.val[i]);                                  \
+      else                                                                         \
+        zk_##n##_cios_row(x, y, a.val, b.val[i]);                                  \
+    }                                                                              \
+    return zk_##n##_cios_last(x, y);                                               \
   }
 
 ZK_MUL_CIOS(fr, FR, FR_, 8)
