@@ -1,5 +1,5 @@
-// Test kernels of zkpipe-field: each field's add, sub, mul and square, and G1/G2 double, mixed
-// add and add, element by element, for the tests that check them against blstrs.
+// Test kernels of zkpipe-field: each field's add, sub, mul and square, the bucket additions'
+// a·b - c·d, and G1/G2 double, mixed add and add, element by element, for the tests that check them against blstrs.
 
 #define FIELD_OPS(NAME, T, OP)                                                   \
   KERNEL void NAME(const T* a, const T* b, T* out, uint n) {                     \
@@ -52,6 +52,20 @@ FIELD_OPS(zk_fpc_ops, FP, ZK_FPC)
 #define ZK_FP2T_mul zk_fp2_mul
 #define ZK_FP2T_sqr zk_fp2_sqr
 FIELD_OPS(zk_fp2_ops, FP2, ZK_FP2T)
+
+// The bucket additions' a·b - c·d with one reduction (curve.cu, fp2.cu): out[i] = a_i·b_i -
+// a_j·b_j for j = n - 1 - i, and out[n + i] = a_i·b_i - b_i·a_i, which is 0.
+#define MUL_SUB_OPS(NAME, T, MUL_SUB)                                            \
+  KERNEL void NAME(const T* a, const T* b, T* out, uint n) {                     \
+    const uint i = GET_GLOBAL_ID();                                              \
+    if (i >= n) return;                                                          \
+    const uint j = n - 1 - i;                                                    \
+    out[i] = MUL_SUB(a[i], b[i], a[j], b[j]);                                    \
+    out[n + i] = MUL_SUB(a[i], b[i], b[i], a[i]);                                \
+  }
+
+MUL_SUB_OPS(zk_fp_mul_sub_ops, FP, zk_fp_mul_sub_call)
+MUL_SUB_OPS(zk_fp2_mul_sub_ops, FP2, zk_fp2_mul_sub)
 
 // out[i] = 2p, out[n + i] = p + q (mixed), out[2n + i] = p + q (both Jacobian, q with z = 1).
 #define POINT_OPS(NAME, JAC, AFF, OP, ONE)                                       \

@@ -62,6 +62,8 @@ pub struct FieldTestKernels {
     zk_frc: Function,
     zk_fpc: Function,
     zk_fp2: Function,
+    zk_fp_mul_sub: Function,
+    zk_fp2_mul_sub: Function,
     g1: Function,
     g2: Function,
 }
@@ -114,6 +116,8 @@ impl FieldTestKernels {
             zk_frc: m.function("zk_frc_ops")?,
             zk_fpc: m.function("zk_fpc_ops")?,
             zk_fp2: m.function("zk_fp2_ops")?,
+            zk_fp_mul_sub: m.function("zk_fp_mul_sub_ops")?,
+            zk_fp2_mul_sub: m.function("zk_fp2_mul_sub_ops")?,
             g1: m.function("g1_ops")?,
             g2: m.function("g2_ops")?,
         })
@@ -161,6 +165,12 @@ launches! {
     /// As [`FieldTestKernels::fp2_ops`], with zkpipe's Fp2 (lazy multiplication, squaring by
     /// two products).
     zk_fp2_ops(zk_fp2: Fp2, Fp2 => Fp2, 4);
+    /// out = [a_i·b_i - a_j·b_j, a_i·b_i - b_i·a_i] in Fp for j = n - 1 - i (2n elements), by
+    /// the one-reduction a·b - c·d of G1's bucket additions.
+    zk_fp_mul_sub_ops(zk_fp_mul_sub: Fp, Fp => Fp, 2);
+    /// As [`FieldTestKernels::zk_fp_mul_sub_ops`] in Fp2, by the two-reduction a·b - c·d of
+    /// G2's bucket additions.
+    zk_fp2_mul_sub_ops(zk_fp2_mul_sub: Fp2, Fp2 => Fp2, 2);
     /// out = [2p, p + q (mixed), p + q (Jacobian)] in G1 (3n elements), for p in `a` and q in `b`.
     g1_ops(g1: G1Projective, G1Affine => G1Projective, 3);
     /// out = [2p, p + q (mixed), p + q (Jacobian)] in G2 (3n elements), for p in `a` and q in `b`.

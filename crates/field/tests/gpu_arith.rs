@@ -11,7 +11,7 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use zkpipe_cuda::testing::gpu_context;
 use zkpipe_cuda::{DeviceBuffer, KernelImage, Stream};
-use zkpipe_field::kernels::FieldTestKernels;
+use zkpipe_field::kernels::{FieldTestKernels, KernelError};
 use zkpipe_field::{cast, layout};
 
 const FIELD: KernelImage = zkpipe_field::kernels::IMAGE;
@@ -32,13 +32,54 @@ fn elements<F: Field>(n: usize, rng: &mut ChaCha8Rng) -> Vec<F> {
     v
 }
 
+/// A field-test kernel: `(kernels, stream, a, b, out)`.
+type Launch<G> = fn(
+    &FieldTestKernels,
+    &Stream,
+    &DeviceBuffer<G>,
+    &DeviceBuffer<G>,
+    &mut DeviceBuffer<G>,
+) -> Result<(), KernelError>;
+
+/// The test kernels on the first device, and a stream.
+struct Gpu {
+    kernels: FieldTestKernels,
+    stream: Stream,
+    ctx: std::sync::Arc<zkpipe_cuda::Context>,
+}
+
+impl Gpu {
+    fn new() -> Option<Self> {
+        let ctx = gpu_context()?;
+        Some(Self {
+            kernels: FieldTestKernels::load(&ctx, &FIELD).unwrap(),
+            stream: Stream::new(&ctx).unwrap(),
+            ctx,
+        })
+    }
+
+    /// `launch` over a and b into an output of `out_len` elements, read back as `B`.
+    fn run<G: bytemuck::Pod + Into<B>, B>(
+        &self,
+        launch: Launch<G>,
+        a: &[G],
+        b: &[G],
+        out_len: usize,
+    ) -> Result<Vec<B>, KernelError> {
+        let da = DeviceBuffer::from_host(&self.ctx, a).unwrap();
+        let db = DeviceBuffer::from_host(&self.ctx, b).unwrap();
+        let mut out = DeviceBuffer::<G>::alloc(&self.ctx, out_len).unwrap();
+        launch(&self.kernels, &self.stream, &da, &db, &mut out)?;
+        self.stream.synchronize().unwrap();
+        Ok(out.to_vec().unwrap().into_iter().map(Into::into).collect())
+    }
+}
+
 macro_rules! field_test {
     ($name:ident, $blst:ty, $gpu:ty, $view:path, $kernel:ident) => {
         #[test]
         fn $name() {
-            let Some(ctx) = gpu_context() else { return };
-            let k = FieldTestKernels::load(&ctx, &FIELD).unwrap();
-            let stream = Stream::new(&ctx).unwrap();
+            let Some(gpu) = Gpu::new() else { return };
             let mut rng = rng();
             let mut a: Vec<$blst> = elements(N, &mut rng);
             let mut b: Vec<$blst> = elements(N, &mut rng);
@@ -57,12 +98,8 @@ macro_rules! field_test {
             let low_zero: $blst = low_zero.into();
             a[6..8].copy_from_slice(&[low_zero, low_zero]);
             b[6] = low_zero;
-            let da = DeviceBuffer::from_host(&ctx, $view(&a)).unwrap();
-            let db = DeviceBuffer::from_host(&ctx, $view(&b)).unwrap();
-            let mut out = DeviceBuffer::<$gpu>::alloc(&ctx, 4 * N).unwrap();
-            k.$kernel(&stream, &da, &db, &mut out).unwrap();
-            stream.synchronize().unwrap();
-            let got: Vec<$blst> = out.to_vec().unwrap().into_iter().map(Into::into).collect();
+            let kernel: Launch<$gpu> = FieldTestKernels::$kernel;
+            let got: Vec<$blst> = gpu.run(kernel, $view(&a), $view(&b), 4 * N).unwrap();
             let bad = (0..N)
                 .into_par_iter()
                 .filter(|&i| {
@@ -75,8 +112,9 @@ macro_rules! field_test {
                 .count();
             assert_eq!(bad, 0, "{bad} of {N} elements differ from blstrs");
             // Bad lengths are an error, not a launch.
-            let mut short = DeviceBuffer::<$gpu>::alloc(&ctx, N).unwrap();
-            let err = k.$kernel(&stream, &da, &db, &mut short).unwrap_err();
+            let err = gpu
+                .run::<$gpu, $blst>(kernel, $view(&a), $view(&b), N)
+                .unwrap_err();
             assert!(err.to_string().contains(&format!("{}", 4 * N)), "{err}");
         }
     };
@@ -138,6 +176,45 @@ field_test!(
     layout::Fp2,
     cast::fp2s_as_gpu,
     zk_fp2_ops
+);
+
+macro_rules! mul_sub_test {
+    ($name:ident, $blst:ty, $gpu:ty, $view:path, $kernel:ident) => {
+        #[test]
+        fn $name() {
+            let Some(gpu) = Gpu::new() else { return };
+            let mut rng = rng();
+            // The edge cases of `elements` meet random ones at the other end (j = N - 1 - i),
+            // so that a·b - c·d comes out both negative and positive before the reduction.
+            let a: Vec<$blst> = elements(N, &mut rng);
+            let b: Vec<$blst> = elements(N, &mut rng);
+            let kernel: Launch<$gpu> = FieldTestKernels::$kernel;
+            let got: Vec<$blst> = gpu.run(kernel, $view(&a), $view(&b), 2 * N).unwrap();
+            let bad = (0..N)
+                .into_par_iter()
+                .filter(|&i| {
+                    let j = N - 1 - i;
+                    got[i] != a[i] * b[i] - a[j] * b[j] || got[N + i] != <$blst>::ZERO
+                })
+                .count();
+            assert_eq!(bad, 0, "{bad} of {N} elements differ from blstrs");
+        }
+    };
+}
+
+mul_sub_test!(
+    zk_fp_mul_sub_matches_blstrs,
+    Fp,
+    layout::Fp,
+    cast::fps_as_gpu,
+    zk_fp_mul_sub_ops
+);
+mul_sub_test!(
+    zk_fp2_mul_sub_matches_blstrs,
+    Fp2,
+    layout::Fp2,
+    cast::fp2s_as_gpu,
+    zk_fp2_mul_sub_ops
 );
 
 macro_rules! point_test {

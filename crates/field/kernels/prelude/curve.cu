@@ -2,11 +2,22 @@
 // XYZZ coordinates for G1 and G2 over the field operations the bucket additions measured
 // fastest with (benches/NOTES.md):
 // - G1 (ZK_FPC): zkpipe's CIOS multiplication (zk_fp_mul_cios) called rather than inlined
-//   (inlined, it spilled more), zkpipe's dedicated squaring, and ec-gpu-gen's inlined Fp
-//   additions, which measured faster there than the branch-free ones.
-// - G2 (ZK_FP2Z): zkpipe's Fp2 (fp2.cu).
+//   (inlined, it spilled more), zkpipe's dedicated squaring, a·b - c·d with one reduction
+//   (zk_fp_mul_sub_call), and ec-gpu-gen's inlined Fp additions, which measured faster there
+//   than the branch-free ones.
+// - G2 (ZK_FP2Z): zkpipe's Fp2 (fp2.cu), a·b - c·d with two reductions (zk_fp2_mul_sub).
+// An op set names: ZERO, ONE, eq, add, sub, double, mul, sqr, mul_sub (a·b - c·d), inverse.
 __noinline__ DEVICE FP zk_fp_mul_cios_call(FP a, FP b) { return zk_fp_mul_cios(a, b); }
 __noinline__ DEVICE FP zk_fp_sqr_call(FP a) { return zk_fp_sqr(a); }
+// a·b - c·d with one Montgomery reduction: both products at double width, their difference
+// (plus p·2^384 when negative, still below p·2^384) reduced once.
+__noinline__ DEVICE FP zk_fp_mul_sub_call(FP a, FP b, FP c, FP d) {
+  zk_fpw w0, w1;
+  FP_(mult_v1)(a.val, b.val, w0.v);
+  FP_(mult_v1)(c.val, d.val, w1.v);
+  if (zk_fpw_sub(w0.v, w1.v)) zk_fpw_add_p_high(w0.v);
+  return zk_fp_redc(w0.v);
+}
 #define ZK_FPC_ZERO FP_(ZERO)
 #define ZK_FPC_ONE FP_(ONE)
 #define ZK_FPC_eq FP_(eq)
@@ -15,6 +26,7 @@ __noinline__ DEVICE FP zk_fp_sqr_call(FP a) { return zk_fp_sqr(a); }
 #define ZK_FPC_double FP_(double)
 #define ZK_FPC_mul zk_fp_mul_cios_call
 #define ZK_FPC_sqr zk_fp_sqr_call
+#define ZK_FPC_mul_sub zk_fp_mul_sub_call
 #define ZK_FPC_inverse zk_fp_inverse
 #define ZK_FPC(f) ZK_FPC_##f
 
@@ -26,6 +38,7 @@ __noinline__ DEVICE FP zk_fp_sqr_call(FP a) { return zk_fp_sqr(a); }
 #define ZK_FP2Z_double zk_fp2_double
 #define ZK_FP2Z_mul zk_fp2_mul
 #define ZK_FP2Z_sqr zk_fp2_sqr
+#define ZK_FP2Z_mul_sub zk_fp2_mul_sub
 #define ZK_FP2Z_inverse zk_fp2_inverse
 #define ZK_FP2Z(f) ZK_FP2Z_##f
 
@@ -71,7 +84,7 @@ __noinline__ DEVICE FP zk_fp_sqr_call(FP a) { return zk_fp_sqr(a); }
     const FT q = F(mul)(a.x, pp);                                                              \
     zk_xyzz_##NAME o;                                                                          \
     o.x = F(sub)(F(sub)(F(sqr)(r), ppp), F(double)(q));                                        \
-    o.y = F(sub)(F(mul)(r, F(sub)(q, o.x)), F(mul)(a.y, ppp));                                 \
+    o.y = F(mul_sub)(r, F(sub)(q, o.x), a.y, ppp);                                             \
     o.zz = F(mul)(a.zz, pp);                                                                   \
     o.zzz = F(mul)(a.zzz, ppp);                                                                \
     return o;                                                                                  \
