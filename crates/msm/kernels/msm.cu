@@ -196,6 +196,16 @@ KERNEL void msm_task_keys(const uint* __restrict__ counts, const uint* __restric
   __noinline__ DEVICE JAC msm_madd_##NAME(JAC a, AFF b) { return P(add_mixed)(a, b); }             \
   __noinline__ DEVICE JAC msm_dbl_##NAME(JAC a) { return P(double)(a); }
 
+// The bucket kernels' accumulators: one XYZZ point a thread in shared memory, which
+// zk_xyzz_madd reads and writes a coordinate at a time. Held in registers, they were spilled
+// around the field calls (benches/NOTES.md). A block has at most MSM_BUCKET_BLOCK threads
+// (the kernels' launch bounds, which the driver enforces).
+#define MSM_BUCKET_BLOCK 128
+#define MSM_SHARED_ACC(NAME)                                                                    \
+  __shared__ zk_xyzz_##NAME msm_accs[MSM_BUCKET_BLOCK];                                        \
+  zk_xyzz_##NAME* const acc = &msm_accs[threadIdx.x];                                         \
+  *acc = zk_xyzz_zero_##NAME();
+
 #define MSM_TASK_SUMS(NAME, AFF, JAC, F, FT, LAUNCH)                                           \
   /* Bucket sums in two steps, so that a bucket holding most of the points (0/1 scalars put */ \
   /* half of them into bucket 1 of window 0) is summed by many threads: each task adds up */    \
@@ -213,15 +223,15 @@ KERNEL void msm_task_keys(const uint* __restrict__ counts, const uint* __restric
     const uint start = offsets[lo] + (g - task_offsets[lo]) * t;                                \
     const uint end = min(start + t, offsets[lo] + counts[lo]);                                  \
     const FT zero = F(ZERO);                                                                     \
-    zk_xyzz_##NAME acc = zk_xyzz_zero_##NAME();                                               \
+    MSM_SHARED_ACC(NAME)                                                                        \
     for (uint j = start; j < end; j++) {                                                        \
       const uint v = sorted[j];                                                                 \
       AFF p = bases[v & 0x7fffffffu];                                                           \
       if (F(eq)(p.x, zero) && F(eq)(p.y, zero)) continue; /* the identity */                   \
       if (v >> 31) p.y = F(sub)(zero, p.y);                                                     \
-      acc = zk_xyzz_madd_##NAME(acc, p);                                                       \
+      zk_xyzz_madd_##NAME(acc, p);                                                             \
     }                                                                                           \
-    partial[g] = zk_xyzz_to_jac_##NAME(acc);                                                   \
+    partial[g] = zk_xyzz_to_jac_##NAME(*acc);                                                  \
   }
 
 // The curve kernels, for G1 over Fp and G2 over Fp2.
@@ -323,7 +333,7 @@ KERNEL void msm_task_keys(const uint* __restrict__ counts, const uint* __restric
     uint bits = sel[w];                                                                         \
     for (uint skip = k - sel_prefix[w]; skip > 0u; skip--) bits &= bits - 1u;                  \
     const FT zero = F(ZERO);                                                                    \
-    zk_xyzz_##NAME acc = zk_xyzz_zero_##NAME();                                               \
+    MSM_SHARED_ACC(NAME)                                                                        \
     while (k < end) {                                                                           \
       while (bits == 0u) bits = sel[++w];                                                       \
       const uint b = __ffs(bits) - 1u;                                                          \
@@ -332,9 +342,9 @@ KERNEL void msm_task_keys(const uint* __restrict__ counts, const uint* __restric
       const AFF p = bases[idx];                                                                 \
       k++;                                                                                      \
       if (F(eq)(p.x, zero) && F(eq)(p.y, zero)) continue; /* the identity */                   \
-      acc = zk_xyzz_madd_##NAME(acc, p);                                                       \
+      zk_xyzz_madd_##NAME(acc, p);                                                             \
     }                                                                                           \
-    partial[t] = msm_add_##NAME(partial[t], zk_xyzz_to_jac_##NAME(acc));                       \
+    partial[t] = msm_add_##NAME(partial[t], zk_xyzz_to_jac_##NAME(*acc));                      \
   }
 
 #define MSM_G1(f) G1_(f)
@@ -385,10 +395,10 @@ MSM_OPS(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2)
 // The bucket loop adds in the prelude's XYZZ coordinates (curve.cu), faster than Jacobian
 // mixed additions for both curves (ec-gpu-gen's Jacobian madd inlined in G2's loop was slower
 // still).
-// G1's bucket kernel held to 128 registers, two 256-thread blocks an SM (it used 158, one
-// block): faster despite a few spills (benches/NOTES.md). G2's needs its 255 registers.
-#define MSM_LAUNCH_G1 __launch_bounds__(256, 2)
-#define MSM_LAUNCH_G2
+// G1's bucket kernels held to 128 registers, four 128-thread blocks an SM (it used 158):
+// faster despite a few spills (benches/NOTES.md). G2's need their 255 registers.
+#define MSM_LAUNCH_G1 __launch_bounds__(MSM_BUCKET_BLOCK, 4)
+#define MSM_LAUNCH_G2 __launch_bounds__(MSM_BUCKET_BLOCK)
 MSM_CURVE(g1, G1_AFFINE, G1_JACOBIAN, MSM_G1, ZK_FPC, FP, MSM_LAUNCH_G1)
 MSM_CURVE(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, ZK_FP2Z, FP2, MSM_LAUNCH_G2)
 MSM_ONES(g1, G1_AFFINE, G1_JACOBIAN, ZK_FPC, FP, MSM_LAUNCH_G1)

@@ -91,6 +91,9 @@ pub struct MsmKernels {
 }
 
 const BLOCK: u32 = 256;
+/// Threads a block of the bucket kernels: their shared accumulators are sized for this many
+/// (`MSM_BUCKET_BLOCK` in msm.cu).
+const BUCKET_BLOCK: u32 = 128;
 
 /// Entries per tile of the prefix-sum kernels.
 pub const SCAN_TILE: usize = 8192;
@@ -201,10 +204,10 @@ impl MsmKernels {
     pub fn load(ctx: &Arc<Context>) -> Result<Self, CudaError> {
         let m = Module::load(ctx, &IMAGE)?;
         let curve = |name: &str| -> Result<CurveKernels, CudaError> {
-            // The bucket kernels are register-bound: G2's in blocks of 128, G1's of 256 (the
-            // measured best on the H200, benches/NOTES.md), and never more threads than the
-            // device's registers allow the kernel (the driver's limit for this image).
-            let preferred = if name == "g2" { 128 } else { BLOCK };
+            // The bucket kernels keep an accumulator a thread in shared memory, sized for
+            // BUCKET_BLOCK threads (their launch bounds), and never take more threads than the
+            // device's registers allow them (the driver's limit for this image).
+            let preferred = BUCKET_BLOCK;
             let task_sums = m.function(&format!("msm_task_sums_{name}"))?;
             let ones = m.function(&format!("msm_ones_{name}"))?;
             let limit = task_sums

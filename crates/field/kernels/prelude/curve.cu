@@ -69,25 +69,29 @@ __noinline__ DEVICE FP zk_fp_mul_sub_call(FP a, FP b, FP c, FP d) {
     r.zzz = w;                                                                                 \
     return r;                                                                                  \
   }                                                                                            \
-  DEVICE inline zk_xyzz_##NAME zk_xyzz_madd_##NAME(zk_xyzz_##NAME a, AFF b) {                  \
+  /* a += b in place, for an accumulator in memory (the bucket kernels keep theirs in shared */ \
+  /* memory): each coordinate read where it is needed and written once it is known. */         \
+  DEVICE inline void zk_xyzz_madd_##NAME(zk_xyzz_##NAME* a, AFF b) {                           \
     const FT zero = F(ZERO);                                                                   \
-    if (F(eq)(a.zz, zero)) {                                                                   \
-      a.x = b.x; a.y = b.y; a.zz = F(ONE); a.zzz = F(ONE);                                     \
-      return a;                                                                                \
+    if (F(eq)(a->zz, zero)) {                                                                  \
+      a->x = b.x; a->y = b.y; a->zz = F(ONE); a->zzz = F(ONE);                                 \
+      return;                                                                                  \
     }                                                                                          \
-    const FT p = F(sub)(F(mul)(b.x, a.zz), a.x);                                               \
-    const FT r = F(sub)(F(mul)(b.y, a.zzz), a.y);                                              \
-    if (F(eq)(p, zero) && F(eq)(r, zero)) return zk_xyzz_dbl_##NAME(b);                        \
+    const FT p = F(sub)(F(mul)(b.x, a->zz), a->x);                                             \
+    const FT r = F(sub)(F(mul)(b.y, a->zzz), a->y);                                            \
+    if (F(eq)(p, zero) && F(eq)(r, zero)) {                                                    \
+      *a = zk_xyzz_dbl_##NAME(b);                                                              \
+      return;                                                                                  \
+    }                                                                                          \
     /* p = 0, r != 0: a = -b, and zz becomes 0, the identity. */                               \
     const FT pp = F(sqr)(p);                                                                   \
     const FT ppp = F(mul)(p, pp);                                                              \
-    const FT q = F(mul)(a.x, pp);                                                              \
-    zk_xyzz_##NAME o;                                                                          \
-    o.x = F(sub)(F(sub)(F(sqr)(r), ppp), F(double)(q));                                        \
-    o.y = F(mul_sub)(r, F(sub)(q, o.x), a.y, ppp);                                             \
-    o.zz = F(mul)(a.zz, pp);                                                                   \
-    o.zzz = F(mul)(a.zzz, ppp);                                                                \
-    return o;                                                                                  \
+    a->zz = F(mul)(a->zz, pp);                                                                 \
+    a->zzz = F(mul)(a->zzz, ppp);                                                              \
+    const FT q = F(mul)(a->x, pp);                                                             \
+    const FT x = F(sub)(F(sub)(F(sqr)(r), ppp), F(double)(q));                                 \
+    a->y = F(mul_sub)(r, F(sub)(q, x), a->y, ppp);                                             \
+    a->x = x;                                                                                  \
   }                                                                                            \
   /* Jacobian with Z = ZZ * ZZZ: X = x * ZZ * ZZZ^2, Y = y * ZZZ^4 (ZZ^3 = ZZZ^2). */          \
   DEVICE inline JAC zk_xyzz_to_jac_##NAME(zk_xyzz_##NAME a) {                                  \
