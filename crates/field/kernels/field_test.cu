@@ -1,5 +1,6 @@
 // Test kernels of zkpipe-field: each field's add, sub, mul and square, the bucket additions'
-// a·b - c·d, and G1/G2 double, mixed add and add, element by element, for the tests that check them against blstrs.
+// a·b - c·d, and G1/G2 double, mixed add and add, element by element, for the tests that
+// check them against blstrs.
 
 #define FIELD_OPS(NAME, T, OP)                                                   \
   KERNEL void NAME(const T* a, const T* b, T* out, uint n) {                     \
