@@ -51,11 +51,31 @@ const LARGE: usize = 1 << 25;
 /// kernel reads at most 24 bits, and wider windows' bucket sums would take gigabytes.
 pub const WINDOW_BITS: std::ops::RangeInclusive<u32> = 2..=22;
 
-/// Buckets per segment of the window reduction. Each segment is one thread's running sum
-/// (2 additions a bucket) plus its offset times the segment's sum: shorter segments mean
-/// more threads and a shorter serial chain (64 left 8192 threads at c = 16, too few:
-/// benches/NOTES.md).
+/// Buckets per segment of the window reduction, at least. Each segment is one thread's
+/// running sum (2 additions a bucket) plus its offset times the segment's sum (about 1.5
+/// additions a bit of the offset): shorter segments mean more threads and a shorter serial
+/// chain (64 left 8192 threads at c = 16, too few: benches/NOTES.md), longer ones fewer
+/// offsets to multiply.
 const SEGMENT: u32 = 16;
+
+/// Buckets per segment of the window reduction, at most.
+const MAX_SEGMENT: u32 = 64;
+
+/// Threads of the window reduction that fill the GPU: segments grow past [`SEGMENT`] only
+/// while there are at least this many.
+const SEGMENT_THREADS: u32 = 1 << 17;
+
+/// Buckets per segment for `sets` sets of `buckets` buckets (a power of two dividing
+/// `buckets`).
+fn segment(buckets: u32, sets: u32) -> u32 {
+    let mut seg = SEGMENT;
+    while seg < MAX_SEGMENT
+        && u64::from(buckets / (2 * seg)) * u64::from(sets) >= u64::from(SEGMENT_THREADS)
+    {
+        seg *= 2;
+    }
+    buckets.min(seg)
+}
 
 /// Segment results a thread adds into one read-back entry (the host adds the rest).
 const FOLD: u32 = 16;
@@ -90,7 +110,7 @@ impl Plan {
             nw: 256u32.div_ceil(c),
             copies: 1,
             buckets,
-            seg: buckets.min(SEGMENT),
+            seg: segment(buckets, 256u32.div_ceil(c)),
             t: ((n.max(1) as f64).sqrt().ceil() as u32)
                 .next_power_of_two()
                 .max(32),
@@ -100,8 +120,10 @@ impl Plan {
     /// This plan over bases carrying `copies` precomputed multiples: `copies` windows share
     /// a set of buckets, so there are fewer sets to reduce.
     pub fn with_copies(self, copies: u32) -> Self {
+        let copies = copies.clamp(1, self.nw);
         Self {
-            copies: copies.clamp(1, self.nw),
+            copies,
+            seg: segment(self.buckets, self.nw.div_ceil(copies)),
             ..self
         }
     }
@@ -552,6 +574,27 @@ mod tests {
         );
         assert!(!cap.holds(&Plan::with_bits(1 << 17, 16)), "more points");
         assert!(cap.bytes(144) >= plain.workspace_bytes(144).max(wide.workspace_bytes(144)));
+    }
+
+    #[test]
+    fn segments_grow_only_while_the_window_reduction_fills_the_gpu() {
+        // 16 sets of 2^15 buckets: 32768 segments of 16; 13 sets of 2^19: 212992 of 32.
+        assert_eq!(Plan::with_bits(1 << 24, 16).seg, 16);
+        assert_eq!(Plan::with_bits(1 << 26, 20).seg, 32);
+        assert_eq!(Plan::with_bits(1 << 26, 22).seg, 64);
+        assert_eq!(Plan::with_bits(1 << 26, 22).with_copies(4).seg, 32);
+        assert_eq!(Plan::with_bits(64, 2).seg, 2);
+        for c in 2..=22 {
+            for copies in [1, 2, 4, 8] {
+                let p = Plan::with_bits(1 << 20, c).with_copies(copies);
+                assert!(
+                    p.seg.is_power_of_two() && p.buckets.is_multiple_of(p.seg),
+                    "c = {c}"
+                );
+                assert!(p.seg == p.buckets || p.seg >= SEGMENT, "c = {c}");
+                assert!(p.seg <= MAX_SEGMENT, "c = {c}");
+            }
+        }
     }
 
     #[test]
