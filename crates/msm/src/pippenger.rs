@@ -63,7 +63,7 @@ const MAX_SEGMENT: u32 = 64;
 
 /// Threads of the window reduction that fill the GPU: segments grow past [`SEGMENT`] only
 /// while there are at least this many.
-const SEGMENT_THREADS: u32 = 1 << 17;
+const SEGMENT_THREADS: u32 = 1 << 16;
 
 /// Buckets per segment for `sets` sets of `buckets` buckets (a power of two dividing
 /// `buckets`).
@@ -578,11 +578,13 @@ mod tests {
 
     #[test]
     fn segments_grow_only_while_the_window_reduction_fills_the_gpu() {
-        // 16 sets of 2^15 buckets: 32768 segments of 16; 13 sets of 2^19: 212992 of 32.
+        // 16 sets of 2^15 buckets: 32768 segments of 16; 13 sets of 2^19: 106496 of 64.
         assert_eq!(Plan::with_bits(1 << 24, 16).seg, 16);
-        assert_eq!(Plan::with_bits(1 << 26, 20).seg, 32);
+        assert_eq!(Plan::with_bits(1 << 26, 20).seg, 64);
         assert_eq!(Plan::with_bits(1 << 26, 22).seg, 64);
-        assert_eq!(Plan::with_bits(1 << 26, 22).with_copies(4).seg, 32);
+        // 2 sets of 2^19 buckets: 32768 segments of 16, not 16384 of 32.
+        assert_eq!(Plan::with_bits(1 << 26, 20).with_copies(8).seg, 16);
+        assert_eq!(Plan::with_bits(1 << 26, 22).with_copies(8).seg, 64);
         assert_eq!(Plan::with_bits(64, 2).seg, 2);
         for c in 2..=22 {
             for copies in [1, 2, 4, 8] {
