@@ -460,6 +460,13 @@ impl CudaMsm {
         ws.buckets::<C>(k, st, &bases.buf, scalars, n, false, None, marks.as_ref())?;
         ws.windows::<C>(k, st, &mut out, marks.as_ref())?;
         self.stream.synchronize()?;
+        let t = std::time::Instant::now();
+        drop(ws);
+        let free_ms = t.elapsed().as_secs_f64() * 1e3;
+        let parts = out.to_vec()?;
+        let t = std::time::Instant::now();
+        let sum = combine::<C>(&plan, &parts);
+        let combine_ms = t.elapsed().as_secs_f64() * 1e3;
         if let Some(m) = &marks {
             let ms = |a: usize, b: usize| m[a].elapsed_ms(&m[b]).unwrap_or(f32::NAN);
             tracing::debug!(
@@ -470,11 +477,13 @@ impl CudaMsm {
                 buckets_ms = ms(2, 3),
                 windows_ms = ms(3, 4),
                 alloc_ms,
+                free_ms,
+                read_back = parts.len(),
+                combine_ms,
                 "msm.pippenger"
             );
         }
-        drop(ws);
-        Ok(combine::<C>(&plan, &out.to_vec()?))
+        Ok(sum)
     }
 
     pub(crate) fn kernels(&self) -> &MsmKernels {
