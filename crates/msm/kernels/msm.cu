@@ -1,6 +1,6 @@
 // Kernels of zkpipe-msm: a Pippenger MSM with signed-digit windows. Scalars become
-// (bucket, point) pairs, which are counted, scanned and scattered so that each bucket's points
-// are contiguous; buckets are then summed in parallel, and each window's buckets are reduced in
+// (bucket, point) pairs, which are counted, scanned and sorted in two passes so that each
+// bucket's points are contiguous; buckets are then summed in parallel, and each window's buckets are reduced in
 // segments. The host adds the segment results and the windows.
 
 #define MSM_NO_KEY 0xffffffffu
@@ -149,6 +149,153 @@ KERNEL void msm_scatter(const uint* __restrict__ keys, const uint* __restrict__ 
   if (k == MSM_NO_KEY) return;
   const uint pos = atomicAdd(&cursor[k], 1u);
   sorted[pos] = vals[i];
+}
+
+// The bucket sort in two passes, so that its stores land in L2 and few of its atomics leave
+// the SM (one store a key scattered over gigabytes of DRAM costs a read and a write of a whole
+// sector; an atomic a key on the bucket cursors is bound by L2's atomic units). Buckets are
+// grouped in bins of 2^shift consecutive buckets, and the sets of buckets in passes of one set
+// or a few. Pass A copies a pass's (key, value) pairs into a staging buffer bin by bin. Pass B
+// reads the staging buffer in order and places each value in its bucket: the blocks in flight
+// read a few bins, whose buckets' places span a few megabytes.
+
+#define MSM_BIN_THREADS 256u
+#define MSM_BIN_ITEMS 8u
+#define MSM_MAX_BINS 1024u
+
+// bin_cursor[b] = where bin b starts in its pass's staging buffer: the offset of its first
+// bucket less the offset of its pass's first bucket (passes of `pass_buckets` buckets).
+KERNEL void msm_bin_starts(const uint* __restrict__ offsets, uint bins, uint shift,
+                           uint pass_buckets, uint* __restrict__ bin_cursor) {
+  const uint b = GET_GLOBAL_ID();
+  if (b >= bins) return;
+  const uint first = b << shift;
+  bin_cursor[b] = offsets[first] - offsets[first / pass_buckets * pass_buckets];
+}
+
+// The exclusive prefix sums of count[0..bins) into start, by one block of MSM_BIN_THREADS
+// threads (bins <= MSM_MAX_BINS): each thread scans a run of bins, then the runs' totals.
+DEVICE inline void msm_block_scan(const uint* count, uint bins, uint* start) {
+  __shared__ uint sums[MSM_BIN_THREADS];
+  const uint per = (bins + MSM_BIN_THREADS - 1u) / MSM_BIN_THREADS;
+  const uint lo = min(threadIdx.x * per, bins);
+  const uint hi = min(lo + per, bins);
+  uint run = 0;
+  for (uint b = lo; b < hi; b++) run += count[b];
+  sums[threadIdx.x] = run;
+  __syncthreads();
+  for (uint d = 1; d < MSM_BIN_THREADS; d <<= 1) {
+    const uint x = threadIdx.x >= d ? sums[threadIdx.x - d] : 0u;
+    __syncthreads();
+    sums[threadIdx.x] += x;
+    __syncthreads();
+  }
+  run = sums[threadIdx.x] - run;
+  for (uint b = lo; b < hi; b++) {
+    start[b] = run;
+    run += count[b];
+  }
+}
+
+// Pass A over entries [lo, lo + len) of keys and vals, whose valid keys fall in bins
+// [bin0, bin0 + bins), bins <= MSM_MAX_BINS: each valid pair goes to its bin's next place in
+// the staging buffer (stage_keys, stage_vals). A block ranks MSM_BIN_ITEMS keys a thread by
+// bin in shared memory, reserves a run of each bin with one atomic, orders its tile by bin in
+// shared memory and writes it out, so that neighbouring threads write neighbouring places.
+KERNEL void __launch_bounds__(MSM_BIN_THREADS)
+msm_bin_scatter(const uint* __restrict__ keys, const uint* __restrict__ vals,
+                unsigned long long lo, uint len, uint shift, uint bin0, uint bins,
+                uint* __restrict__ bin_cursor, uint* __restrict__ stage_keys,
+                uint* __restrict__ stage_vals) {
+  __shared__ uint count[MSM_MAX_BINS];
+  __shared__ uint start[MSM_MAX_BINS];
+  __shared__ uint base[MSM_MAX_BINS];
+  __shared__ uint tile_keys[MSM_BIN_THREADS * MSM_BIN_ITEMS];
+  __shared__ uint tile_vals[MSM_BIN_THREADS * MSM_BIN_ITEMS];
+  for (uint b = threadIdx.x; b < bins; b += MSM_BIN_THREADS) count[b] = 0;
+  __syncthreads();
+  const uint first = blockIdx.x * (MSM_BIN_THREADS * MSM_BIN_ITEMS) + threadIdx.x;
+  uint key[MSM_BIN_ITEMS], val[MSM_BIN_ITEMS], rank[MSM_BIN_ITEMS];
+#pragma unroll
+  for (uint j = 0; j < MSM_BIN_ITEMS; j++) {
+    const uint i = first + j * MSM_BIN_THREADS;
+    key[j] = i < len ? keys[lo + i] : MSM_NO_KEY;
+    if (key[j] != MSM_NO_KEY) {
+      val[j] = vals[lo + i];
+      rank[j] = atomicAdd(&count[(key[j] >> shift) - bin0], 1u);
+    }
+  }
+  __syncthreads();
+  msm_block_scan(count, bins, start);
+  for (uint b = threadIdx.x; b < bins; b += MSM_BIN_THREADS) {
+    if (count[b] != 0u) base[b] = atomicAdd(&bin_cursor[bin0 + b], count[b]);
+  }
+  __syncthreads();
+#pragma unroll
+  for (uint j = 0; j < MSM_BIN_ITEMS; j++) {
+    if (key[j] == MSM_NO_KEY) continue;
+    const uint slot = start[(key[j] >> shift) - bin0] + rank[j];
+    tile_keys[slot] = key[j];
+    tile_vals[slot] = val[j];
+  }
+  __syncthreads();
+  const uint valid = start[bins - 1u] + count[bins - 1u];
+  for (uint slot = threadIdx.x; slot < valid; slot += MSM_BIN_THREADS) {
+    const uint k = tile_keys[slot];
+    const uint b = (k >> shift) - bin0;
+    const uint at = base[b] + slot - start[b];
+    stage_keys[at] = k;
+    stage_vals[at] = tile_vals[slot];
+  }
+}
+
+// Pass B over the staging buffer of the pass holding buckets [first, end): each value goes to
+// the next free place of its bucket in `sorted`. A block of MSM_RANK_THREADS threads takes
+// MSM_BIN_ITEMS entries a thread, ranks them by bucket in shared memory and reserves each
+// bucket's run with one atomic, so that a bucket holding k of the tile's entries costs one
+// atomic on its cursor instead of k. The tile's buckets lie within two bins (the staging
+// buffer is ordered by bin, and a bin of a large MSM holds more than a tile), counted from the
+// start of its first entry's bin; an entry further than MSM_RANK_WINDOW buckets from there (a
+// small MSM's tile spans more bins) takes an atomic of its own.
+#define MSM_RANK_THREADS 1024u
+#define MSM_RANK_WINDOW 4096u
+KERNEL void __launch_bounds__(MSM_RANK_THREADS)
+msm_bucket_scatter(const uint* __restrict__ stage_keys, const uint* __restrict__ stage_vals,
+                        const uint* __restrict__ offsets, const uint* __restrict__ counts,
+                        uint first, uint end, uint shift, uint* cursor,
+                        uint* __restrict__ sorted) {
+  __shared__ uint count[MSM_RANK_WINDOW];
+  __shared__ uint base[MSM_RANK_WINDOW];
+  const uint len = offsets[end - 1] + counts[end - 1] - offsets[first];
+  const uint tile = blockIdx.x * (MSM_RANK_THREADS * MSM_BIN_ITEMS);
+  if (tile >= len) return;
+  for (uint d = threadIdx.x; d < MSM_RANK_WINDOW; d += MSM_RANK_THREADS) count[d] = 0;
+  __syncthreads();
+  const uint w0 = (stage_keys[tile] >> shift) << shift;
+  uint key[MSM_BIN_ITEMS], val[MSM_BIN_ITEMS], rank[MSM_BIN_ITEMS];
+#pragma unroll
+  for (uint j = 0; j < MSM_BIN_ITEMS; j++) {
+    const uint i = tile + j * MSM_RANK_THREADS + threadIdx.x;
+    if (i < len) {
+      key[j] = stage_keys[i];
+      val[j] = stage_vals[i];
+      const uint d = key[j] - w0;
+      rank[j] = d < MSM_RANK_WINDOW ? atomicAdd(&count[d], 1u) : atomicAdd(&cursor[key[j]], 1u);
+    }
+  }
+  __syncthreads();
+  for (uint d = threadIdx.x; d < MSM_RANK_WINDOW; d += MSM_RANK_THREADS) {
+    if (count[d] != 0u) base[d] = atomicAdd(&cursor[w0 + d], count[d]);
+  }
+  __syncthreads();
+#pragma unroll
+  for (uint j = 0; j < MSM_BIN_ITEMS; j++) {
+    const uint i = tile + j * MSM_RANK_THREADS + threadIdx.x;
+    if (i < len) {
+      const uint d = key[j] - w0;
+      sorted[d < MSM_RANK_WINDOW ? base[d] + rank[j] : rank[j]] = val[j];
+    }
+  }
 }
 
 // tasks[b] = the number of tasks of at most t points that bucket b splits into.

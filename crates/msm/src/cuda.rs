@@ -46,6 +46,9 @@ pub enum CudaError {
     /// The VRAM budget refused the call's device memory.
     #[error("MSM: {0}")]
     Budget(#[from] zkpipe_stream::BudgetError),
+    /// A pass of the bucket sort that its kernels cannot run (a plan's bug, not the input's).
+    #[error("MSM bucket sort: {0}")]
+    SortPass(&'static str),
     /// An unusable window configuration.
     #[error("MSM: window of {c} bits with {nw} windows does not cover 256 bits")]
     Window { c: u32, nw: u32 },

@@ -82,6 +82,9 @@ pub struct MsmKernels {
     scan_top: Function,
     scan_add: Function,
     scatter: Function,
+    bin_starts: Function,
+    bin_scatter: Function,
+    bucket_scatter: Function,
     task_counts: Function,
     task_keys: Function,
     /// G1 kernels.
@@ -233,6 +236,9 @@ impl MsmKernels {
             scan_top: m.function("msm_scan_top")?,
             scan_add: m.function("msm_scan_add")?,
             scatter: m.function("msm_scatter")?,
+            bin_starts: m.function("msm_bin_starts")?,
+            bin_scatter: m.function("msm_bin_scatter")?,
+            bucket_scatter: m.function("msm_bucket_scatter")?,
             task_counts: m.function("msm_task_counts")?,
             task_keys: m.function("msm_task_keys")?,
             g1: curve("g1")?,
@@ -400,6 +406,181 @@ impl MsmKernels {
         unsafe {
             self.scatter
                 .launch(s, grid(m)?, &[keys, vals, &m64, &*cursor, &*sorted])
+        }?;
+        Ok(())
+    }
+}
+
+/// Threads a block of the sort's first pass (`MSM_BIN_THREADS` in msm.cu).
+const BIN_THREADS: u32 = 256;
+
+/// Keys a block of the sort's first pass ranks (`MSM_BIN_THREADS · MSM_BIN_ITEMS` in msm.cu).
+const BIN_TILE: usize = 2048;
+
+/// Threads a block of the sort's second pass (`MSM_RANK_THREADS` in msm.cu).
+const RANK_THREADS: u32 = 1024;
+
+/// Entries a block of the sort's second pass ranks (`MSM_RANK_THREADS · MSM_BIN_ITEMS`).
+const RANK_TILE: usize = 8192;
+
+/// Bins one pass of the sort may hold (`MSM_MAX_BINS` in msm.cu: shared-memory counters).
+pub const MAX_BINS: u32 = 1024;
+
+/// One pass of the two-pass bucket sort: the entries of the keys and values it takes, the bins
+/// and the buckets its keys fall in (those of whole sets), and the bins' size.
+#[derive(Debug, Clone, Copy)]
+pub struct SortPass {
+    /// First entry and number of entries.
+    pub entries: (usize, usize),
+    /// First bin and number of bins.
+    pub bins: (u32, u32),
+    /// First bucket and the bucket past the last.
+    pub buckets: (u32, u32),
+    /// A bin holds 2^shift consecutive buckets.
+    pub shift: u32,
+}
+
+impl MsmKernels {
+    /// Where each of the first `total >> shift` bins (2^shift buckets each) starts in its
+    /// pass's staging buffer, passes holding `pass_buckets` buckets.
+    pub fn bin_starts(
+        &self,
+        s: &Stream,
+        offsets: &DeviceBuffer<u32>,
+        total: usize,
+        (shift, pass_buckets): (u32, u32),
+        bin_cursor: &mut DeviceBuffer<u32>,
+    ) -> Result<(), CudaError> {
+        let bins = total >> shift;
+        need("bucket offsets", offsets.len(), total)?;
+        need("bin cursors", bin_cursor.len(), bins)?;
+        if shift >= 32 || pass_buckets == 0 || pass_buckets % (1 << shift) != 0 {
+            return Err(CudaError::SortPass(
+                "a pass does not hold whole bins of 2^shift buckets",
+            ));
+        }
+        let bins32 = index32(bins)?;
+        // SAFETY: thread b < bins reads offsets at b << shift and at the start of its pass,
+        // both below total (bins << shift <= total), and writes bin_cursor[b].
+        unsafe {
+            self.bin_starts.launch(
+                s,
+                grid(bins)?,
+                &[offsets, &bins32, &shift, &pass_buckets, &*bin_cursor],
+            )
+        }?;
+        Ok(())
+    }
+
+    /// The sort's first pass: the valid (key, value) pairs of `pass`'s entries, bin by bin,
+    /// into the staging buffers, at the places `bin_cursor` reserves ([`Self::bin_starts`]).
+    pub fn bin_scatter(
+        &self,
+        s: &Stream,
+        (keys, vals): (&DeviceBuffer<u32>, &DeviceBuffer<u32>),
+        pass: &SortPass,
+        bin_cursor: &mut DeviceBuffer<u32>,
+        (stage_keys, stage_vals): (&mut DeviceBuffer<u32>, &mut DeviceBuffer<u32>),
+    ) -> Result<(), CudaError> {
+        let (lo, len) = pass.entries;
+        let (bin0, bins) = pass.bins;
+        need("keys", keys.len(), lo + len)?;
+        need("values", vals.len(), lo + len)?;
+        need("staging keys", stage_keys.len(), len)?;
+        need("staging values", stage_vals.len(), len)?;
+        need("bin cursors", bin_cursor.len(), (bin0 + bins) as usize)?;
+        if bins > MAX_BINS {
+            return Err(CudaError::SortPass(
+                "a pass holds more bins than the shared-memory counters",
+            ));
+        }
+        let lo64 = lo as u64;
+        let len32 = index32(len)?;
+        let blocks = u32::try_from(len.div_ceil(BIN_TILE).max(1))
+            .map_err(|_| CudaError::TooLarge { n: len })?;
+        let config = LaunchConfig {
+            grid: (blocks, 1, 1),
+            block: (BIN_THREADS, 1, 1),
+            shared_bytes: 0,
+        };
+        // SAFETY: block b reads entries lo + [b·BIN_TILE, (b+1)·BIN_TILE) below lo + len
+        // (checked); the valid keys there fall in bins [bin0, bin0 + bins) (the digits of the
+        // pass's sets), bins <= MAX_BINS shared counters; the places reserved from
+        // bin_cursor (the pass's exclusive prefix sums of its bins' counts) stay below the
+        // pass's valid keys <= len <= the staging buffers' lengths.
+        unsafe {
+            self.bin_scatter.launch(
+                s,
+                config,
+                &[
+                    keys,
+                    vals,
+                    &lo64,
+                    &len32,
+                    &pass.shift,
+                    &bin0,
+                    &bins,
+                    &*bin_cursor,
+                    &*stage_keys,
+                    &*stage_vals,
+                ],
+            )
+        }?;
+        Ok(())
+    }
+
+    /// The sort's second pass: each staged value of `pass` at the next place of its bucket in
+    /// `sorted`, `cursor` starting at the bucket offsets.
+    #[allow(clippy::too_many_arguments)]
+    pub fn bucket_scatter(
+        &self,
+        s: &Stream,
+        (stage_keys, stage_vals): (&DeviceBuffer<u32>, &DeviceBuffer<u32>),
+        (offsets, counts): (&DeviceBuffer<u32>, &DeviceBuffer<u32>),
+        pass: &SortPass,
+        cursor: &mut DeviceBuffer<u32>,
+        sorted: &mut DeviceBuffer<u32>,
+    ) -> Result<(), CudaError> {
+        let (lo, len) = pass.entries;
+        let (first, end) = pass.buckets;
+        if first >= end {
+            return Err(CudaError::SortPass("a pass holds no bucket"));
+        }
+        need("staging keys", stage_keys.len(), len)?;
+        need("staging values", stage_vals.len(), len)?;
+        need("bucket offsets", offsets.len(), end as usize)?;
+        need("bucket counts", counts.len(), end as usize)?;
+        need("bucket cursors", cursor.len(), end as usize)?;
+        need("sorted", sorted.len(), lo + len)?;
+        let blocks = u32::try_from(len.div_ceil(RANK_TILE).max(1))
+            .map_err(|_| CudaError::TooLarge { n: len })?;
+        let config = LaunchConfig {
+            grid: (blocks, 1, 1),
+            block: (RANK_THREADS, 1, 1),
+            shared_bytes: 0,
+        };
+        // SAFETY: block b reads staged entries [b·RANK_TILE, (b+1)·RANK_TILE) below the pass's
+        // valid keys <= len (checked), whose keys (pass A's) are buckets in [first, end), below
+        // the lengths of offsets, counts and cursor (checked); its shared counters take the
+        // buckets within MSM_RANK_WINDOW of its first entry's bin and the others go to the
+        // cursors directly. Places stay below offsets[end - 1] + counts[end - 1], the valid keys
+        // of the entries up to the pass's end <= lo + len <= sorted.len().
+        unsafe {
+            self.bucket_scatter.launch(
+                s,
+                config,
+                &[
+                    stage_keys,
+                    stage_vals,
+                    offsets,
+                    counts,
+                    &first,
+                    &end,
+                    &pass.shift,
+                    &*cursor,
+                    &*sorted,
+                ],
+            )
         }?;
         Ok(())
     }

@@ -10,7 +10,7 @@ use zkpipe_cuda::{Context, DeviceBuffer, Event, Stream};
 use zkpipe_field::Fr;
 
 use crate::cuda::{CudaError, GpuCurve};
-use crate::kernels::{scan_tiles, Copies, DensityMap, MsmKernels};
+use crate::kernels::{scan_tiles, Copies, DensityMap, MsmKernels, SortPass, MAX_BINS};
 
 /// The window width for n points.
 ///
@@ -76,6 +76,14 @@ fn segment(buckets: u32, sets: u32) -> u32 {
     }
     buckets.min(seg)
 }
+
+/// A bin of the bucket sort holds 2^BIN_BITS consecutive buckets, at most: its buckets'
+/// places, which the sort's second pass writes at random, span a few megabytes.
+const BIN_BITS: u32 = 11;
+
+/// Entries a pass of the bucket sort stages, at least, where the sets are small enough to
+/// share a pass: fewer launches for small MSMs and many windows.
+const STAGE: usize = 1 << 24;
 
 /// Segment results a thread adds into one read-back entry (the host adds the rest).
 const FOLD: u32 = 16;
@@ -163,6 +171,55 @@ impl Plan {
         (self.sets() * self.per_set()) as usize
     }
 
+    /// The bucket sort's bins hold 2^bin_shift buckets: at most 2^[`BIN_BITS`], and few
+    /// enough that a set has at most [`MAX_BINS`].
+    pub fn bin_shift(&self) -> u32 {
+        let bits = self.c - 1;
+        bits.min(BIN_BITS)
+            .max(bits.saturating_sub(MAX_BINS.ilog2()))
+    }
+
+    /// Bins of the bucket sort a set holds.
+    pub fn bins_per_set(&self) -> u32 {
+        self.buckets >> self.bin_shift()
+    }
+
+    /// Sets one pass of the bucket sort covers: one set of a large MSM, more while they
+    /// stage fewer than [`STAGE`] entries and hold at most [`MAX_BINS`] bins.
+    pub fn sets_per_pass(&self) -> u32 {
+        let per_set = self.n.max(1) * self.copies as usize;
+        let by_stage = u32::try_from(STAGE / per_set).unwrap_or(u32::MAX);
+        let by_bins = MAX_BINS / self.bins_per_set();
+        by_stage.min(by_bins).clamp(1, self.sets())
+    }
+
+    /// Entries of a pass's staging buffers.
+    pub fn stage(&self) -> usize {
+        (self.sets_per_pass() * self.copies).min(self.nw) as usize * self.n
+    }
+
+    /// Bins of the bucket sort over all sets.
+    pub fn bins(&self) -> usize {
+        self.total() >> self.bin_shift()
+    }
+
+    /// The passes of the bucket sort over `n` points' digits.
+    pub fn sort_passes(&self, n: usize) -> impl Iterator<Item = SortPass> {
+        let p = *self;
+        let spp = p.sets_per_pass();
+        (0..p.sets()).step_by(spp as usize).map(move |set| {
+            let end = (set + spp).min(p.sets());
+            let w0 = set * p.copies;
+            let w1 = (end * p.copies).min(p.nw);
+            SortPass {
+                entries: (w0 as usize * n, (w1 - w0) as usize * n),
+                bins: (set * p.bins_per_set(), (end - set) * p.bins_per_set()),
+                buckets: (set * p.buckets, end * p.buckets),
+                shift: p.bin_shift(),
+            }
+        })
+    }
+
     /// Device bytes of a workspace for this plan, bucket sums of `jac` bytes each.
     pub fn workspace_bytes(&self, jac: usize) -> usize {
         Capacity::of(&[*self]).bytes(jac)
@@ -177,6 +234,10 @@ pub(crate) struct Capacity {
     n: usize,
     /// Digits (points times windows).
     m: usize,
+    /// Entries of the sort's staging buffers.
+    stage: usize,
+    /// Bins of the sort.
+    bins: usize,
     total: usize,
     max_tasks: usize,
     t: usize,
@@ -191,6 +252,8 @@ impl Capacity {
             default: plans[0],
             n: max(&|p| p.n),
             m: max(&|p| p.n * p.nw as usize),
+            stage: max(&|p| p.stage()),
+            bins: max(&|p| p.bins()),
             total: max(&|p| p.total()),
             max_tasks: max(&|p| p.max_tasks()),
             t: max(&|p| p.t as usize),
@@ -201,6 +264,8 @@ impl Capacity {
     fn holds(&self, p: &Plan) -> bool {
         p.n <= self.n
             && p.n * p.nw as usize <= self.m
+            && p.stage() <= self.stage
+            && p.bins() <= self.bins
             && p.total() <= self.total
             && p.max_tasks() <= self.max_tasks
             && p.t as usize <= self.t
@@ -210,7 +275,9 @@ impl Capacity {
     /// Device bytes of a workspace of this capacity, bucket sums of `jac` bytes each.
     pub fn bytes(&self, jac: usize) -> usize {
         let order = 4 * 4 * self.max_tasks + 3 * 4 * self.t;
-        3 * 4 * self.m
+        2 * 4 * self.m
+            + 2 * 4 * self.stage
+            + 4 * self.bins
             + 5 * 4 * self.total
             + order
             + jac * (self.total + self.max_tasks + self.segments)
@@ -245,9 +312,13 @@ pub(crate) struct Workspace<J> {
     capacity: Capacity,
     /// The plan of the runs being enqueued ([`Workspace::select`]).
     plan: Plan,
+    /// The digits' keys, then (sorted in place of the keys it no longer needs) each bucket's
+    /// values, bucket by bucket.
     keys: DeviceBuffer<u32>,
     vals: DeviceBuffer<u32>,
-    sorted: DeviceBuffer<u32>,
+    stage_keys: DeviceBuffer<u32>,
+    stage_vals: DeviceBuffer<u32>,
+    bin_cursor: DeviceBuffer<u32>,
     counts: DeviceBuffer<u32>,
     offsets: DeviceBuffer<u32>,
     cursor: DeviceBuffer<u32>,
@@ -274,7 +345,9 @@ impl<J: bytemuck::Pod> Workspace<J> {
             plan: cap.default,
             keys: DeviceBuffer::alloc(ctx, cap.m)?,
             vals: DeviceBuffer::alloc(ctx, cap.m)?,
-            sorted: DeviceBuffer::alloc(ctx, cap.m)?,
+            stage_keys: DeviceBuffer::alloc(ctx, cap.stage)?,
+            stage_vals: DeviceBuffer::alloc(ctx, cap.stage)?,
+            bin_cursor: DeviceBuffer::alloc(ctx, cap.bins.max(1))?,
             counts: DeviceBuffer::alloc(ctx, total)?,
             offsets: DeviceBuffer::alloc(ctx, total)?,
             cursor: DeviceBuffer::alloc(ctx, total)?,
@@ -377,15 +450,7 @@ impl<J: bytemuck::Pod> Workspace<J> {
         mark(marks, 1, s)?;
         k.histogram(s, &self.keys, m, &mut self.counts, total)?;
         k.scan(s, &self.counts, &mut self.offsets, total, &mut self.tiles)?;
-        self.cursor.copy_from_device_async_at(0, &self.offsets, s)?;
-        k.scatter(
-            s,
-            &self.keys,
-            &self.vals,
-            m,
-            &mut self.cursor,
-            &mut self.sorted,
-        )?;
+        self.sort(k, s, n)?;
         mark(marks, 2, s)?;
         k.task_counts(s, &self.counts, total, p.t, &mut self.tasks)?;
         k.scan(
@@ -406,7 +471,7 @@ impl<J: bytemuck::Pod> Workspace<J> {
             s,
             bases,
             bases.len(),
-            &self.sorted,
+            &self.keys,
             &self.offsets,
             &self.counts,
             tasks,
@@ -417,6 +482,33 @@ impl<J: bytemuck::Pod> Workspace<J> {
         )?;
         ck.task_reduce(s, &self.partial, tasks, total, accumulate, &mut self.sums)?;
         mark(marks, 3, s)
+    }
+
+    /// Enqueues the bucket sort of the first `n` points' digits, counted and scanned: each
+    /// bucket's values, bucket by bucket, in place of the keys. Pass by pass (a few sets each),
+    /// the keys and values go bin by bin into the staging buffers, then from there to their
+    /// buckets' places. A pass's places lie before its sets' last window's keys end, so they
+    /// overwrite only keys that this pass or an earlier one has staged.
+    fn sort(&mut self, k: &MsmKernels, s: &Stream, n: usize) -> Result<(), CudaError> {
+        let p = self.plan;
+        self.cursor.copy_from_device_async_at(0, &self.offsets, s)?;
+        let pass_buckets = p.sets_per_pass() * p.buckets;
+        let bins = (p.bin_shift(), pass_buckets);
+        k.bin_starts(s, &self.offsets, p.total(), bins, &mut self.bin_cursor)?;
+        for pass in p.sort_passes(n) {
+            let stage = (&mut self.stage_keys, &mut self.stage_vals);
+            let digits = (&self.keys, &self.vals);
+            k.bin_scatter(s, digits, &pass, &mut self.bin_cursor, stage)?;
+            k.bucket_scatter(
+                s,
+                (&self.stage_keys, &self.stage_vals),
+                (&self.offsets, &self.counts),
+                &pass,
+                &mut self.cursor,
+                &mut self.keys,
+            )?;
+        }
+        Ok(())
     }
 
     /// Enqueues the window reduction of the bucket sums into `out` (`plan.out_len()`
@@ -597,6 +689,55 @@ mod tests {
                 assert!(p.seg <= MAX_SEGMENT, "c = {c}");
             }
         }
+    }
+
+    #[test]
+    fn sort_passes_cover_each_window_once_within_the_staging_buffers() {
+        for c in 2..=22 {
+            for copies in [1, 2, 3, 8] {
+                for n in [1, 1000, 1 << 16, 1 << 20, 1 << 27] {
+                    let p = Plan::with_bits(n, c).with_copies(copies);
+                    let case = format!("c = {c}, {copies} copies, n = {n}");
+                    let shift = p.bin_shift();
+                    assert!(shift <= BIN_BITS && p.bins_per_set() <= MAX_BINS, "{case}");
+                    assert_eq!(p.bins_per_set() << shift, p.buckets, "{case}");
+                    for len in [n, n / 2] {
+                        let passes: Vec<SortPass> = p.sort_passes(len).collect();
+                        let (mut entry, mut bin, mut bucket) = (0, 0, 0);
+                        for pass in &passes {
+                            assert_eq!(pass.entries.0, entry, "{case}");
+                            assert_eq!((pass.bins.0, pass.buckets.0), (bin, bucket), "{case}");
+                            assert!(pass.entries.1 <= p.stage(), "{case}");
+                            assert!(pass.bins.1 <= MAX_BINS, "{case}");
+                            assert_eq!(pass.shift, shift, "{case}");
+                            let pass_buckets = p.sets_per_pass() * p.buckets;
+                            assert_eq!(pass.buckets.0 % pass_buckets, 0, "{case}");
+                            assert_eq!(pass.bins.1 << shift, pass.buckets.1 - pass.buckets.0);
+                            // A pass's places lie before the keys of its last window end.
+                            let last_set = pass.buckets.1 / p.buckets;
+                            let windows = (last_set * p.copies).min(p.nw) as usize;
+                            assert_eq!(pass.entries.0 + pass.entries.1, windows * len, "{case}");
+                            entry += pass.entries.1;
+                            bin += pass.bins.1;
+                            bucket = pass.buckets.1;
+                        }
+                        assert_eq!(entry, p.nw as usize * len, "{case}");
+                        assert_eq!((bin as usize, bucket as usize), (p.bins(), p.total()));
+                    }
+                }
+            }
+        }
+        // One set a pass from 2^24 points on; every set in one pass for small MSMs.
+        assert_eq!(
+            Plan::with_bits(1 << 27, 20).sort_passes(1 << 27).count(),
+            13
+        );
+        assert_eq!(
+            Plan::with_bits(1 << 24, 16).sort_passes(1 << 24).count(),
+            16
+        );
+        assert_eq!(Plan::with_bits(1 << 16, 16).sort_passes(1 << 16).count(), 1);
+        assert_eq!(Plan::with_bits(1 << 27, 20).stage(), 1 << 27);
     }
 
     #[test]
