@@ -95,6 +95,10 @@ enum Command {
         /// precomputed multiples (2^(c·j)·P; 1 is none): speed against device memory.
         #[arg(long, value_delimiter = ',')]
         copies: Vec<u32>,
+        /// The resident MSM (the zkpipe column) keeps its workspace on the device between
+        /// calls (`CudaMsm::keeping_workspace`) instead of allocating and freeing it in each.
+        #[arg(long)]
+        keep_workspace: bool,
     },
     /// Reading bellperson's parameter file for 2^k constraints (written first if missing):
     /// zkpipe's reader against bellperson's `Parameters::read`, checked and unchecked, each
@@ -157,6 +161,7 @@ fn main() -> ExitCode {
             chunk,
             window_bits,
             copies,
+            keep_workspace,
         } => {
             if !matches!(curve.as_str(), "g1" | "g2")
                 || !matches!(scalars.as_str(), "random" | "boolean" | "mixed")
@@ -176,6 +181,7 @@ fn main() -> ExitCode {
                 streamed_chunk: (mode == "streamed").then_some(1usize << chunk.min(31)),
                 window_bits,
                 copies,
+                keep_workspace,
             })
         }
         Command::Ntt {

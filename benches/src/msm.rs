@@ -47,6 +47,17 @@ pub struct Args {
     pub window_bits: Vec<u32>,
     /// With each width, bases carrying this many copies of precomputed multiples (1: none).
     pub copies: Vec<u32>,
+    /// Resident MSMs keep their workspace between calls.
+    pub keep_workspace: bool,
+}
+
+/// The resident MSM on `ctx`, keeping its workspace between calls when `a` asks.
+fn resident(ctx: &std::sync::Arc<Context>, a: &Args) -> BenchResult<CudaMsm> {
+    let gpu = CudaMsm::new(ctx)?;
+    Ok(match a.keep_workspace {
+        true => gpu.keeping_workspace(),
+        false => gpu,
+    })
 }
 
 /// The resident MSM with each fixed window width and each number of copies of precomputed
@@ -131,7 +142,7 @@ fn split<C: GpuCurve>(
 
 pub fn run(a: &Args) -> BenchResult<Report> {
     let ctx = Context::new(0)?;
-    let gpu = CudaMsm::new(&ctx)?;
+    let gpu = resident(&ctx, a)?;
     let theirs = EcGpuGenMultiexp::load(&ctx, &ECGPU)?;
     let (curve, runs, boolean) = (a.curve.as_str(), a.runs, a.boolean);
     let kind = if boolean {
@@ -146,6 +157,9 @@ pub fn run(a: &Args) -> BenchResult<Report> {
     });
     let mode = match a.streamed_chunk {
         Some(c) => format!("streamed from pinned memory in chunks of {c} points (uploads included) beside resident (bases and scalars on the device)"),
+        None if a.keep_workspace => {
+            "bases, scalars and the workspace (kept between calls) on the device".to_string()
+        }
         None => "bases and scalars on the device".to_string(),
     };
     let mut table = format!(

@@ -253,6 +253,19 @@ pub struct CudaMsm {
     k: MsmKernels,
     /// Window bits every Pippenger uses; none: [`crate::window_bits`] of its size.
     window: Option<u32>,
+    /// The last Pippenger's workspace, when this MSM keeps it ([`CudaMsm::keeping_workspace`]).
+    kept: Option<std::sync::Mutex<KeptWorkspace>>,
+}
+
+/// A Pippenger workspace kept between calls, of either curve.
+#[derive(Default)]
+struct KeptWorkspace(Option<Box<dyn std::any::Any + Send>>);
+
+impl std::fmt::Debug for KeptWorkspace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let held = if self.0.is_some() { "held" } else { "none" };
+        f.debug_tuple("KeptWorkspace").field(&held).finish()
+    }
 }
 
 impl CudaMsm {
@@ -263,7 +276,59 @@ impl CudaMsm {
             stream: Stream::new(ctx)?,
             k: MsmKernels::load(ctx)?,
             window: None,
+            kept: None,
         })
+    }
+
+    /// This MSM keeping its Pippenger workspace on the device between calls: a call whose
+    /// plan the kept buffers hold (same curve, as many points or fewer, same windows) skips
+    /// their allocation and free, which for large MSMs cost milliseconds (benches/NOTES.md).
+    /// The price is the device memory they hold until [`CudaMsm::release_workspace`], a call
+    /// that needs other buffers, or the drop: about 15 GB for G1 at 2^27
+    /// points. A call that fails drops them.
+    pub fn keeping_workspace(mut self) -> Self {
+        self.kept = Some(std::sync::Mutex::new(KeptWorkspace::default()));
+        self
+    }
+
+    /// Frees a kept workspace now (nothing when none is kept).
+    pub fn release_workspace(&self) {
+        if let Some(kept) = &self.kept {
+            let mut kept = kept
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            kept.0 = None;
+        }
+    }
+
+    /// The workspace for `plan`: the kept one when it holds the plan, else a new one (the
+    /// kept one, if any, freed first to make room).
+    fn workspace<C: GpuCurve>(&self, plan: Plan) -> Result<Workspace<C::Jacobian>, CudaError> {
+        if let Some(kept) = &self.kept {
+            let mut kept = kept
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(any) = kept.0.take() {
+                if let Ok(ws) = any.downcast::<Workspace<C::Jacobian>>() {
+                    let mut ws = *ws;
+                    if ws.holds(&plan) {
+                        ws.select(plan);
+                        return Ok(ws);
+                    }
+                }
+            }
+        }
+        Workspace::alloc(&self.ctx, plan)
+    }
+
+    /// Keeps `ws` for the next call when this MSM keeps its workspace, else frees it.
+    fn done_with<C: GpuCurve>(&self, ws: Workspace<C::Jacobian>) {
+        if let Some(kept) = &self.kept {
+            let mut kept = kept
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            kept.0 = Some(Box::new(ws));
+        }
     }
 
     /// This MSM with every Pippenger on `c`-bit windows instead of [`crate::window_bits`]'s
@@ -450,7 +515,7 @@ impl CudaMsm {
             None => self.plan(n),
         };
         let t = std::time::Instant::now();
-        let mut ws = Workspace::<C::Jacobian>::alloc(&self.ctx, plan)?;
+        let mut ws = self.workspace::<C>(plan)?;
         let mut out = DeviceBuffer::<C::Jacobian>::alloc(&self.ctx, plan.out_len())?;
         let alloc_ms = t.elapsed().as_secs_f64() * 1e3;
         let marks: Option<[Event; 5]> = if tracing::enabled!(tracing::Level::DEBUG) {
@@ -464,7 +529,7 @@ impl CudaMsm {
         ws.windows::<C>(k, st, &mut out, marks.as_ref())?;
         self.stream.synchronize()?;
         let t = std::time::Instant::now();
-        drop(ws);
+        self.done_with::<C>(ws);
         let free_ms = t.elapsed().as_secs_f64() * 1e3;
         let parts = out.to_vec()?;
         let t = std::time::Instant::now();

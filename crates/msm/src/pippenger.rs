@@ -361,6 +361,11 @@ impl<J: bytemuck::Pod> Workspace<J> {
         })
     }
 
+    /// True when the buffers hold `plan`.
+    pub fn holds(&self, plan: &Plan) -> bool {
+        self.capacity.holds(plan)
+    }
+
     /// Makes `plan` the plan of the next runs when the buffers hold it, else the default
     /// plan they were made for (any window width gives the same sums, if the bases carry no
     /// multiples the plan would need); returns the one in use.

@@ -29,6 +29,40 @@ fn setup() -> Option<(Arc<Context>, CudaMsm, u64)> {
 }
 
 #[test]
+fn a_kept_workspace_serves_later_calls_of_either_curve_and_other_sizes() {
+    let Some((ctx, _, seed)) = setup() else {
+        return;
+    };
+    let gpu = CudaMsm::new(&ctx).unwrap().keeping_workspace();
+    let cpu = CpuMsm::new();
+    // 2^16 makes the buffers; 1000 points (4-bit windows) run in them; G2 and then 2^17
+    // need others; after the release the next call makes its own again.
+    for (i, n) in [1usize << 16, 1000, 1 << 16, 1 << 17, 1000]
+        .into_iter()
+        .enumerate()
+    {
+        let points = g1_points(n, seed ^ i as u64);
+        let s = scalars(n, seed.rotate_left(9) ^ i as u64);
+        let bases = Bases::new(points).unwrap();
+        let dev = gpu.upload_bases::<G1>(&bases).unwrap();
+        let want = cpu.g1(&bases, &s, None).unwrap();
+        let got = gpu.msm::<G1>(&dev, &s, ScalarKind::Dense).unwrap();
+        assert_eq!(got, want, "call {i}, n = {n}");
+        if i == 1 {
+            let m = 1 << 10;
+            let bases = Bases::new(g2_points(m, seed ^ 77)).unwrap();
+            let s = scalars(m, seed ^ 78);
+            let dev = gpu.upload_bases::<G2>(&bases).unwrap();
+            let want = cpu.g2(&bases, &s, None).unwrap();
+            assert_eq!(gpu.msm::<G2>(&dev, &s, ScalarKind::Dense).unwrap(), want);
+        }
+        if i == 3 {
+            gpu.release_workspace();
+        }
+    }
+}
+
+#[test]
 fn g1_matches_blst_at_many_sizes_with_edge_cases() {
     let Some((_ctx, gpu, seed)) = setup() else {
         return;
