@@ -46,6 +46,9 @@ pub enum CudaError {
     /// The VRAM budget refused the call's device memory.
     #[error("MSM: {0}")]
     Budget(#[from] zkpipe_stream::BudgetError),
+    /// More digits than the sort's 32-bit bucket offsets count.
+    #[error("MSM of {n} points in {windows} windows has more digits than the bucket sort counts (2^32 - 1); split it")]
+    TooManyDigits { n: usize, windows: u32 },
     /// A pass of the bucket sort that its kernels cannot run (a plan's bug, not the input's).
     #[error("MSM bucket sort: {0}")]
     SortPass(&'static str),

@@ -426,6 +426,9 @@ impl<J: bytemuck::Pod> Workspace<J> {
             });
         }
         let m = n * p.nw as usize;
+        if u32::try_from(m).is_err() {
+            return Err(CudaError::TooManyDigits { n, windows: p.nw });
+        }
         let total = p.total();
         mark(marks, 0, s)?;
         self.counts.zero_async(s)?;
