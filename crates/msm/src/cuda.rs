@@ -284,11 +284,11 @@ impl CudaMsm {
     }
 
     /// This MSM keeping its Pippenger workspace on the device between calls: a call whose
-    /// plan the kept buffers hold (same curve, as many points or fewer, same windows) skips
-    /// their allocation and free, which for large MSMs cost milliseconds (benches/NOTES.md).
-    /// The price is the device memory they hold until [`CudaMsm::release_workspace`], a call
-    /// that needs other buffers, or the drop: about 15 GB for G1 at 2^27
-    /// points. A call that fails drops them.
+    /// plan the kept buffers hold (the same curve, and no more points, digits, buckets or
+    /// tasks than they were made for, whatever the window width) skips their allocation and
+    /// free, which for large MSMs cost milliseconds (benches/NOTES.md). The price is the
+    /// device memory they hold until [`CudaMsm::release_workspace`], a call that needs other
+    /// buffers, or the drop: about 15 GB for G1 at 2^27 points. A call that fails drops them.
     pub fn keeping_workspace(mut self) -> Self {
         self.kept = Some(std::sync::Mutex::new(KeptWorkspace::default()));
         self
