@@ -60,25 +60,24 @@ fn resident(ctx: &std::sync::Arc<Context>, a: &Args) -> BenchResult<CudaMsm> {
     })
 }
 
-/// The resident MSM with each fixed window width and each number of copies of precomputed
-/// multiples: "c=16: 524.5, c=20 t=4: 380.2 (51.54 GB, made in 410 ms)" (median ms; the
-/// device bytes of the bases with their multiples), and whether every result equals `expect`.
-#[allow(clippy::too_many_arguments)]
+/// The resident MSM with each fixed window width (`--window-bits`) and each number of copies
+/// of precomputed multiples (`--copies`), keeping its workspace when `a` asks: "c=16: 524.5,
+/// c=20 t=4: 380.2 (51.54 GB, made in 410 ms)" (median ms; the device bytes of the bases with
+/// their multiples), and whether every result equals `expect`.
 fn windows<C: GpuCurve>(
     ctx: &std::sync::Arc<Context>,
-    widths: &[u32],
-    copies: &[u32],
+    a: &Args,
     bases: &zkpipe_msm::DeviceBases<C>,
     scalars: &DeviceBuffer<zkpipe_field::Fr>,
     kind: ScalarKind,
     expect: &C::Projective,
-    runs: usize,
 ) -> BenchResult<(String, bool)> {
     let mut figures = Vec::new();
     let mut equal = true;
-    let copies = if copies.is_empty() { &[1][..] } else { copies };
-    for &c in widths {
-        let gpu = CudaMsm::new(ctx)?.with_window_bits(c)?;
+    let runs = a.runs;
+    let copies = if a.copies.is_empty() { &[1][..] } else { &a.copies[..] };
+    for &c in &a.window_bits {
+        let gpu = resident(ctx, a)?.with_window_bits(c)?;
         for &t in copies {
             if t <= 1 {
                 let (ms, r) = time(runs, || Ok(gpu.msm_device::<C>(bases, scalars, kind)?))?;
@@ -192,7 +191,7 @@ pub fn run(a: &Args) -> BenchResult<Report> {
             let db = gpu.upload_bases::<G2>(&b)?;
             let (ms, r) = time(runs, || Ok(gpu.msm_device::<G2>(&db, &ds, kind)?))?;
             let (fixed, mut equal) =
-                windows::<G2>(&ctx, &a.window_bits, &a.copies, &db, &ds, kind, &r, runs)?;
+                windows::<G2>(&ctx, a, &db, &ds, kind, &r)?;
             let sp = match a.mixed {
                 true => {
                     let (t, host_ms, sr) = split::<G2>(&gpu, &db, &s, runs)?;
@@ -220,7 +219,7 @@ pub fn run(a: &Args) -> BenchResult<Report> {
             let db = gpu.upload_bases::<G1>(&b)?;
             let (ms, r) = time(runs, || Ok(gpu.msm_device::<G1>(&db, &ds, kind)?))?;
             let (fixed, mut equal) =
-                windows::<G1>(&ctx, &a.window_bits, &a.copies, &db, &ds, kind, &r, runs)?;
+                windows::<G1>(&ctx, a, &db, &ds, kind, &r)?;
             let sp = match a.mixed {
                 true => {
                     let (t, host_ms, sr) = split::<G1>(&gpu, &db, &s, runs)?;
