@@ -75,7 +75,11 @@ fn windows<C: GpuCurve>(
     let mut figures = Vec::new();
     let mut equal = true;
     let runs = a.runs;
-    let copies = if a.copies.is_empty() { &[1][..] } else { &a.copies[..] };
+    let copies = if a.copies.is_empty() {
+        &[1][..]
+    } else {
+        &a.copies[..]
+    };
     for &c in &a.window_bits {
         let gpu = resident(ctx, a)?.with_window_bits(c)?;
         for &t in copies {
@@ -190,8 +194,7 @@ pub fn run(a: &Args) -> BenchResult<Report> {
             eprintln!("2^{k}: inputs in {:.1} s", t.elapsed().as_secs_f64());
             let db = gpu.upload_bases::<G2>(&b)?;
             let (ms, r) = time(runs, || Ok(gpu.msm_device::<G2>(&db, &ds, kind)?))?;
-            let (fixed, mut equal) =
-                windows::<G2>(&ctx, a, &db, &ds, kind, &r)?;
+            let (fixed, mut equal) = windows::<G2>(&ctx, a, &db, &ds, kind, &r)?;
             let sp = match a.mixed {
                 true => {
                     let (t, host_ms, sr) = split::<G2>(&gpu, &db, &s, runs)?;
@@ -218,8 +221,7 @@ pub fn run(a: &Args) -> BenchResult<Report> {
             eprintln!("2^{k}: inputs in {:.1} s", t.elapsed().as_secs_f64());
             let db = gpu.upload_bases::<G1>(&b)?;
             let (ms, r) = time(runs, || Ok(gpu.msm_device::<G1>(&db, &ds, kind)?))?;
-            let (fixed, mut equal) =
-                windows::<G1>(&ctx, a, &db, &ds, kind, &r)?;
+            let (fixed, mut equal) = windows::<G1>(&ctx, a, &db, &ds, kind, &r)?;
             let sp = match a.mixed {
                 true => {
                     let (t, host_ms, sr) = split::<G1>(&gpu, &db, &s, runs)?;
