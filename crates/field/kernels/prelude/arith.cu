@@ -101,6 +101,12 @@ ZK_FIELD_OPS(fp, FP, FP_, 12)
     hi[L - 1] = addc(hi[L - 1], 0);                                                \
   }
 
+// Fr's INV, 2^32 - 1, as a value in constant memory that the compiler multiplies by rather
+// than a negation it can see: given m = -l, ptxas folds the negation into the step's products
+// m·r_j and issues each as two instructions (IMAD.X and IMAD.HI.U32.X); given l·INV, each is
+// one IMAD.WIDE.U32.X: 48 IMAD-class instructions fewer a product (benches/NOTES.md).
+CONSTANT uint32_t zk_fr_inv = 0xffffffffu;
+
 // Fr's step, from the shape of r's low limbs: r_0 = 1 and r_1 = 2^32 - 1, so INV = -1 and, with
 // l = lo[0]: m = -l, m·r_0 = m (which clears limb 0, carrying 1 unless l = 0), and the low half
 // of m·r_1 = m·2^32 - m is l. Four of the step's seventeen multiplications become additions and
@@ -108,7 +114,7 @@ ZK_FIELD_OPS(fp, FP, FP_, 12)
 // them itself.
 DEVICE inline void zk_fr_cios_reduce(uint32_t* lo, uint32_t* hi) {
   const uint32_t l = lo[0];
-  const uint32_t m = 0u - l;
+  const uint32_t m = l * zk_fr_inv;  // -l
   const uint32_t m_r1_hi = __umulhi(m, 0xffffffffu);
   hi[0] = add_cc(hi[0], l);
   hi[1] = addc_cc(hi[1], m_r1_hi);
