@@ -121,11 +121,12 @@ DEVICE inline void zk_pass(const FR* __restrict__ x, FR* __restrict__ y, const F
     if (fuse & 4u) v[h] = zk_fr_mul(v[h], zk_load(times + index + i * t));
     if (k != 0 && i != 0) v[h] = zk_fr_mul(v[h], zk_root(full, lo, hi, (k * i) << shift, lo_bits, half));
   }
-  // First round in registers (its twiddle pq[lid] is this thread's own).
+  // First round in registers (its twiddle pq[lid] is this thread's own). Every difference is
+  // multiplied, by one where the twiddle is w^0, so that it can skip its reduction
+  // (zk_fr_sub_unreduced).
   const FR w = zk_root(full, lo, hi, lid << (lgn - deg), lo_bits, half);
   FR o0 = zk_fr_add(v[0], v[1]);
-  FR o1 = zk_fr_sub(v[0], v[1]);
-  if (lid != 0) o1 = zk_fr_mul(w, o1);
+  FR o1 = zk_fr_mul(w, zk_fr_sub_unreduced(v[0], v[1]));
   if (deg > 1) {
     zk_sput(pq, counth, lid, w);
     zk_sput(u, count, lid, o0);
@@ -138,8 +139,7 @@ DEVICE inline void zk_pass(const FR* __restrict__ x, FR* __restrict__ y, const F
       const uint i1 = i0 + bit;
       const FR a = zk_sget(u, count, i0);
       const FR b = zk_sget(u, count, i1);
-      FR d = zk_fr_sub(a, b);
-      if (di != 0) d = zk_fr_mul(zk_sget(pq, counth, di << rnd), d);
+      const FR d = zk_fr_mul(zk_sget(pq, counth, di << rnd), zk_fr_sub_unreduced(a, b));
       zk_sput(u, count, i0, zk_fr_add(a, b));
       zk_sput(u, count, i1, d);
       __syncthreads();
