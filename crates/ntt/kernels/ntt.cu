@@ -91,11 +91,16 @@ DEVICE inline void zk_sput(uint* s, uint stride, uint i, const FR v) {
 // element e by c * s^e, from the scaled tables slo/shi (zk_scaled), 4 (first pass only) by
 // times[e]; 2 (last pass only) multiplies output element e by c * s^e, then 8 (last pass only)
 // subtracts minus[e]. The H step's last transform uses 4 | 2 | 8.
-DEVICE inline void zk_pass(const FR* __restrict__ x, FR* __restrict__ y, const FR* __restrict__ lo,
-                           const FR* __restrict__ hi, uint lo_bits, const FR* __restrict__ full,
-                           uint lgn, uint lgp, uint deg, const FR* __restrict__ slo,
-                           const FR* __restrict__ shi, uint s_lo_bits, uint fuse,
-                           const FR* __restrict__ times, const FR* __restrict__ minus) {
+// The pass for a degree known at compile time (zk_pass dispatches on it): the shared-memory
+// words' offsets j * 2^deg become immediates instead of per-access address arithmetic.
+template <uint DEG>
+DEVICE inline void zk_pass_deg(const FR* __restrict__ x, FR* __restrict__ y,
+                               const FR* __restrict__ lo, const FR* __restrict__ hi, uint lo_bits,
+                               const FR* __restrict__ full, uint lgn, uint lgp,
+                               const FR* __restrict__ slo, const FR* __restrict__ shi,
+                               uint s_lo_bits, uint fuse, const FR* __restrict__ times,
+                               const FR* __restrict__ minus) {
+  const uint deg = DEG;
   extern __shared__ uint zk_words[];
   const uint count = 1u << deg;
   const uint counth = count >> 1;
@@ -163,6 +168,24 @@ DEVICE inline void zk_pass(const FR* __restrict__ x, FR* __restrict__ y, const F
   }
   zk_store(y + lid * p, o0);
   zk_store(y + (lid + counth) * p, o1);
+}
+
+// One pass of degree deg (1 to 8: the passes' largest, pass_degrees in cuda.rs).
+DEVICE inline void zk_pass(const FR* __restrict__ x, FR* __restrict__ y, const FR* __restrict__ lo,
+                           const FR* __restrict__ hi, uint lo_bits, const FR* __restrict__ full,
+                           uint lgn, uint lgp, uint deg, const FR* __restrict__ slo,
+                           const FR* __restrict__ shi, uint s_lo_bits, uint fuse,
+                           const FR* __restrict__ times, const FR* __restrict__ minus) {
+#define ZK_PASS_DEG(d)                                                                   \
+  case d:                                                                                \
+    zk_pass_deg<d>(x, y, lo, hi, lo_bits, full, lgn, lgp, slo, shi, s_lo_bits, fuse, times, \
+                   minus);                                                               \
+    break;
+  switch (deg) {
+    ZK_PASS_DEG(8) ZK_PASS_DEG(7) ZK_PASS_DEG(6) ZK_PASS_DEG(5)
+    ZK_PASS_DEG(4) ZK_PASS_DEG(3) ZK_PASS_DEG(2) ZK_PASS_DEG(1)
+  }
+#undef ZK_PASS_DEG
 }
 
 // The unscaled pass has its own entry: the scaling's registers (83 instead of 78) cost the
