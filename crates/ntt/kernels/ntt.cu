@@ -81,9 +81,10 @@ DEVICE inline void zk_sput(uint* s, uint stride, uint i, const FR v) {
 }
 
 // One pass over n = 2^lgn elements: the groups of stride p = 2^lgp, 2^deg elements each, are
-// twiddled, transformed with deg radix-2 rounds in shared memory, and written for the next
-// pass (natural order after the last). After ec-gpu-gen's radix_fft (itself after bealto.com's
-// GPU FFT), with table twiddles instead of per-thread powers and word-sliced shared memory.
+// transformed with deg radix-2 rounds in shared memory, the twiddles between passes folded
+// into the rounds' factors, and written for the next pass (natural order after the last).
+// After ec-gpu-gen's radix_fft (itself after bealto.com's GPU FFT), with table twiddles
+// instead of per-thread powers and word-sliced shared memory.
 // Grid: n >> deg blocks of 2^(deg-1) threads; dynamic shared memory: 3 * 2^(deg-1) elements.
 // `full` (may be null): w^j for j < n/2, used instead of the two-level tables.
 // Pointwise work fused into the pass, so that it costs no pass over memory of its own, chosen
@@ -124,16 +125,32 @@ DEVICE inline void zk_pass_deg(const FR* __restrict__ x, FR* __restrict__ y,
     v[h] = zk_load(x + i * t);
     if (fuse & 1u) v[h] = zk_fr_mul(v[h], zk_scaled(slo, shi, index + (uint)(i * t), s_lo_bits));
     if (fuse & 4u) v[h] = zk_fr_mul(v[h], zk_load(times + index + i * t));
-    if (k != 0 && i != 0) v[h] = zk_fr_mul(v[h], zk_root(full, lo, hi, (k * i) << shift, lo_bits, half));
   }
-  // First round in registers (its twiddle pq[lid] is this thread's own). Every difference is
-  // multiplied, by one where the twiddle is w^0, so that it can skip its reduction
-  // (zk_fr_sub_unreduced).
-  const FR w = zk_root(full, lo, hi, lid << (lgn - deg), lo_bits, half);
-  FR o0 = zk_fr_add(v[0], v[1]);
-  FR o1 = zk_fr_mul(w, zk_fr_sub_unreduced(v[0], v[1]));
+  // The pass computes y_j = sum_i x_i (T w^j)^i for j < 2^deg, T = w_N^(k << shift) the
+  // twiddle between passes and w the 2^deg-th root (w = w_N^(p << shift)). Round r splits
+  // each sub-transform of base B (the first: T) into its even outputs, base B, and its odd
+  // ones, base B w^(2^r), by butterflies (a, b) -> (a + B^m b, a - B^m b), m = 2^(deg-1-r)
+  // its half-length. Sub-transform s of round r (its elements s·2^(deg-r) on) has base
+  // T w^bitrev_r(s), so its factor is w_N^((k + bitrev_r(s)·p) << (shift + deg - 1 - r)),
+  // an exponent below N/2: T's powers ride in the butterflies' products instead of taking
+  // one product an element before them.
+  const uint pu = 1u << lgp;
+  FR o0, o1;
+  {
+    // First round in registers: one factor for the block, one when k = 0.
+    const FR b =
+        k == 0 ? v[1] : zk_fr_mul(zk_root(full, lo, hi, k << (shift + deg - 1), lo_bits, half), v[1]);
+    o0 = zk_fr_add(v[0], b);
+    o1 = zk_fr_sub(v[0], b);
+  }
   if (deg > 1) {
-    zk_sput(pq, counth, lid, w);
+    // The middle rounds' factors: entry 2^r + s of pq is sub-transform s's in round r.
+    if (lid != 0 && deg > 2) {
+      const uint r = 31u - __clz(lid);
+      const uint s = lid - (1u << r);
+      const uint e = (k + zk_bitrev(s, r) * pu) << (shift + deg - 1u - r);
+      zk_sput(pq, counth, lid, zk_root(full, lo, hi, e, lo_bits, half));
+    }
     zk_sput(u, count, lid, o0);
     zk_sput(u, count, lid + counth, o1);
     __syncthreads();
@@ -143,17 +160,19 @@ DEVICE inline void zk_pass_deg(const FR* __restrict__ x, FR* __restrict__ y,
       const uint i0 = (lid << 1) - di;
       const uint i1 = i0 + bit;
       const FR a = zk_sget(u, count, i0);
-      const FR b = zk_sget(u, count, i1);
-      const FR d = zk_fr_mul(zk_sget(pq, counth, di << rnd), zk_fr_sub_unreduced(a, b));
+      const FR b = zk_fr_mul(zk_sget(pq, counth, (1u << rnd) + (lid >> (deg - 1u - rnd))),
+                             zk_sget(u, count, i1));
       zk_sput(u, count, i0, zk_fr_add(a, b));
-      zk_sput(u, count, i1, d);
+      zk_sput(u, count, i1, zk_fr_sub(a, b));
       __syncthreads();
     }
-    // Last round in registers: outputs bitrev(lid) and bitrev(lid + counth) are 2m and
-    // 2m + 1 (m = bitrev(lid) over deg - 1 bits), one untwiddled butterfly.
+    // Last round in registers: outputs lid and lid + counth sit at 2m and 2m + 1
+    // (m = bitrev(lid) over deg - 1 bits), sub-transform m, whose factor is w_N^((k + lid·p)
+    // << shift).
     const uint m = zk_bitrev(lid, deg - 1);
     const FR a = zk_sget(u, count, 2 * m);
-    const FR b = zk_sget(u, count, 2 * m + 1);
+    const FR last = zk_root(full, lo, hi, (k + lid * pu) << shift, lo_bits, half);
+    const FR b = zk_fr_mul(last, zk_sget(u, count, 2 * m + 1));
     o0 = zk_fr_add(a, b);
     o1 = zk_fr_sub(a, b);
   }

@@ -389,31 +389,21 @@ mod tests {
         let pw = |e: usize| omega.pow_vartime([e as u64]);
         for index in 0..(n >> deg) {
             let k = index & (p - 1);
-            let pq: Vec<Scalar> = (0..counth).map(|j| pw(j << (log_n - deg))).collect();
             let shift = log_n - lgp - deg;
-            let mut u: Vec<Scalar> = (0..count)
-                .map(|i| {
-                    let v = x[index + i * t];
-                    if k != 0 && i != 0 {
-                        v * pw((k * i) << shift)
-                    } else {
-                        v
-                    }
-                })
-                .collect();
+            let mut u: Vec<Scalar> = (0..count).map(|i| x[index + i * t]).collect();
             for rnd in 0..deg {
                 let bit = counth >> rnd;
                 for lid in 0..counth {
                     let di = lid & (bit - 1);
                     let i0 = (lid << 1) - di;
                     let i1 = i0 + bit;
-                    let (a, b) = (u[i0], u[i1]);
+                    // Sub-transform s of the round, base T·w^bitrev(s): its factor.
+                    let s = lid >> (deg - 1 - rnd);
+                    let e = (k + bit_reverse(s, rnd) * p) << (shift + deg - 1 - rnd);
+                    assert!(e < n / 2, "a factor's exponent within the full table");
+                    let (a, b) = (u[i0], u[i1] * pw(e));
                     u[i0] = a + b;
-                    let mut d = a - b;
-                    if di != 0 {
-                        d *= pq[di << rnd];
-                    }
-                    u[i1] = d;
+                    u[i1] = a - b;
                 }
             }
             let base = ((index - k) << deg) + k;
