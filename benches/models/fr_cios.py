@@ -1,7 +1,9 @@
 # A model of zkpipe's Fr CIOS product (crates/field/kernels/prelude/arith.cu: zk_fr_cios_first,
 # zk_fr_cios_row, zk_fr_cios_last, zk_fr_cios_reduce, reduce_once) at the 32-bit limb level,
-# with PTX carry semantics. It checks a·b·2^-256 mod r for a < r and b < 2r, the second operand
-# being the NTT's unreduced differences (zk_fr_sub_unreduced). Run: python3 benches/models/fr_cios.py
+# with PTX carry semantics. It checks a·b·2^-256 mod r for a < r and b < 2r: a second operand
+# below 2r (an unreduced difference a - b + r) is safe. Session 12's NTT used that; since its
+# twiddles ride in the rounds (session 13) the product comes before the difference and both
+# operands are reduced. Run: python3 benches/models/fr_cios.py
 import random
 r = 0x73eda753299d7d483339d80809a1d80553bda402fffe5bfeffffffff00000001
 M = (1 << 32) - 1

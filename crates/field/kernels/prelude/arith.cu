@@ -258,23 +258,6 @@ ZK_MUL_CIOS(fp, FP, FP_, 12)
 ZK_SQR(fr, FR, FR_, 8)
 ZK_SQR(fp, FP, FP_, 12)
 
-// a - b + r for a, b < r, without the select: a value in (0, 2r), which fits in 256 bits
-// (r < 2^255), for a product that takes it as its second operand. zk_fr_mul(w, d) with w < r
-// and d < 2r stays within its accumulators (each step's value is below w + r < 2r) and ends
-// below w·d / 2^256 + r < 2r, so its one conditional subtraction still gives d·w mod r
-// (checked limb by limb on 6.5·10^4 products, edge cases included: benches/models/fr_cios.py).
-DEVICE inline FR zk_fr_sub_unreduced(FR a, FR b) {
-  FR d;
-  d.val[0] = zk_sub_cc(a.val[0], b.val[0]);
-#pragma unroll
-  for (int i = 1; i < 8; i++) d.val[i] = zk_subc_cc(a.val[i], b.val[i]);
-  d.val[0] = add_cc(d.val[0], FR_(P).val[0]);
-#pragma unroll
-  for (int i = 1; i < 7; i++) d.val[i] = addc_cc(d.val[i], FR_(P).val[i]);
-  d.val[7] = addc(d.val[7], FR_(P).val[7]);
-  return d;
-}
-
 // Fr multiplies by CIOS (the faster for the NTT: benches/NOTES.md). zk_fp_mul keeps the
 // product-then-reduction form, which G2's bucket additions were tuned on; G1's call
 // zk_fp_mul_cios (msm.cu).
