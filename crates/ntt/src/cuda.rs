@@ -380,13 +380,15 @@ mod tests {
 
     /// `ntt_pass` of kernels/ntt.cu, step by step on the host: the index arithmetic of the
     /// kernel checked against the CPU transform without a GPU.
-    fn pass(x: &[Scalar], y: &mut [Scalar], omega: Scalar, log_n: u32, lgp: u32, deg: u32) {
+    /// `powers` holds w^e for e < n/2, the full root table the kernel reads its factors from.
+    fn pass(x: &[Scalar], y: &mut [Scalar], powers: &[Scalar], log_n: u32, lgp: u32, deg: u32) {
         let n = 1usize << log_n;
         let count = 1usize << deg;
         let counth = count / 2;
         let t = n >> deg;
         let p = 1usize << lgp;
-        let pw = |e: usize| omega.pow_vartime([e as u64]);
+        // An exponent at or above n/2 would index past the table (the kernel reads it directly).
+        let pw = |e: usize| powers[e];
         for index in 0..(n >> deg) {
             let k = index & (p - 1);
             let shift = log_n - lgp - deg;
@@ -400,7 +402,6 @@ mod tests {
                     // Sub-transform s of the round, base T·w^bitrev(s): its factor.
                     let s = lid >> (deg - 1 - rnd);
                     let e = (k + bit_reverse(s, rnd) * p) << (shift + deg - 1 - rnd);
-                    assert!(e < n / 2, "a factor's exponent within the full table");
                     let (a, b) = (u[i0], u[i1] * pw(e));
                     u[i0] = a + b;
                     u[i1] = a - b;
@@ -414,25 +415,59 @@ mod tests {
         }
     }
 
+    /// The transform of `x` (length 2^log_n) by the kernel's passes of the given degrees,
+    /// compared with the CPU transform.
+    fn check_passes(x: &[Scalar], log_n: u32, degrees: &[u32]) {
+        let n = 1usize << log_n;
+        let d = Domain::new(log_n).unwrap();
+        let mut powers = vec![Scalar::ONE; (n / 2).max(1)];
+        for e in 1..powers.len() {
+            powers[e] = powers[e - 1] * d.omega;
+        }
+        let mut a = x.to_vec();
+        let mut b = vec![Scalar::ZERO; n];
+        let mut lgp = 0;
+        for &deg in degrees {
+            pass(&a, &mut b, &powers, log_n, lgp, deg);
+            std::mem::swap(&mut a, &mut b);
+            lgp += deg;
+        }
+        assert_eq!(lgp, log_n, "the degrees cover 2^{log_n}");
+        let mut want = x.to_vec();
+        CpuNtt::new()
+            .transform(&mut want, Direction::Forward, &NttConfig::default())
+            .unwrap();
+        assert_eq!(a, want, "2^{log_n} in passes {degrees:?}");
+    }
+
+    fn inputs(n: usize) -> Vec<Scalar> {
+        (0..n as u64).map(|i| Scalar::from(i * i + 3)).collect()
+    }
+
     #[test]
     fn kernel_pass_schedule_computes_the_transform() {
         for log_n in 1..=11u32 {
-            let n = 1usize << log_n;
-            let d = Domain::new(log_n).unwrap();
-            let x: Vec<Scalar> = (0..n as u64).map(|i| Scalar::from(i * i + 3)).collect();
-            let mut a = x.clone();
-            let mut b = vec![Scalar::ZERO; n];
-            let mut lgp = 0;
-            for deg in pass_degrees(log_n) {
-                pass(&a, &mut b, d.omega, log_n, lgp, deg);
-                std::mem::swap(&mut a, &mut b);
-                lgp += deg;
-            }
-            let mut want = x;
-            CpuNtt::new()
-                .transform(&mut want, Direction::Forward, &NttConfig::default())
-                .unwrap();
-            assert_eq!(a, want, "2^{log_n}");
+            check_passes(&inputs(1 << log_n), log_n, &pass_degrees(log_n));
+        }
+    }
+
+    /// Every degree the kernel is instantiated for (1 to MAX_DEG), first, in the middle and
+    /// last, after strides small and large.
+    #[test]
+    fn kernel_pass_is_right_at_every_degree() {
+        let x = inputs(1 << 12);
+        for degrees in [
+            [8, 4].as_slice(),
+            &[4, 8],
+            &[7, 5],
+            &[5, 7],
+            &[6, 6],
+            &[1, 8, 3],
+            &[3, 1, 8],
+            &[2, 2, 8],
+            &[8, 2, 1, 1],
+        ] {
+            check_passes(&x, 12, degrees);
         }
     }
 
