@@ -137,7 +137,7 @@ DEVICE inline void zk_pass_deg(const FR* __restrict__ x, FR* __restrict__ y,
   const uint pu = 1u << lgp;
   FR o0, o1;
   {
-    // First round in registers: one factor for the block, one when k = 0.
+    // First round in registers: one factor for the whole block, none when k = 0.
     const FR b =
         k == 0 ? v[1] : zk_fr_mul(zk_root(full, lo, hi, k << (shift + deg - 1), lo_bits, half), v[1]);
     o0 = zk_fr_add(v[0], b);
@@ -189,7 +189,8 @@ DEVICE inline void zk_pass_deg(const FR* __restrict__ x, FR* __restrict__ y,
   zk_store(y + (lid + counth) * p, o1);
 }
 
-// One pass of degree deg (1 to 8: the passes' largest, pass_degrees in cuda.rs).
+// One pass of degree deg, 1 to 8 (MAX_DEG, the passes' largest: pass_degrees in cuda.rs); the
+// host checks deg before every launch (check_pass in kernels.rs).
 DEVICE inline void zk_pass(const FR* __restrict__ x, FR* __restrict__ y, const FR* __restrict__ lo,
                            const FR* __restrict__ hi, uint lo_bits, const FR* __restrict__ full,
                            uint lgn, uint lgp, uint deg, const FR* __restrict__ slo,
