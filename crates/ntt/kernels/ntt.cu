@@ -208,8 +208,8 @@ DEVICE inline void zk_pass(const FR* __restrict__ x, FR* __restrict__ y, const F
 #undef ZK_PASS_DEG
 }
 
-// The unscaled pass has its own entry: the scaling's registers (83 instead of 78) cost the
-// 8-bit passes a block per SM (benches/NOTES.md).
+// The unscaled pass has its own entry: the scaling's registers cost the 8-bit passes a block
+// per SM (benches/NOTES.md).
 KERNEL void ntt_pass(const FR* __restrict__ x, FR* __restrict__ y, const FR* __restrict__ lo,
                      const FR* __restrict__ hi, uint lo_bits, const FR* __restrict__ full,
                      uint lgn, uint lgp, uint deg) {

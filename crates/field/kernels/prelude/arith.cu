@@ -104,7 +104,7 @@ ZK_FIELD_OPS(fp, FP, FP_, 12)
 // Fr's INV, 2^32 - 1, as a value in constant memory that the compiler multiplies by rather
 // than a negation it can see: given m = -l, ptxas folds the negation into the step's products
 // m·r_j and issues each as two instructions (IMAD.X and IMAD.HI.U32.X); given l·INV, each is
-// one IMAD.WIDE.U32.X: 48 IMAD-class instructions fewer a product (benches/NOTES.md).
+// one IMAD.WIDE.U32.X (the counts are in benches/NOTES.md).
 CONSTANT uint32_t zk_fr_inv = 0xffffffffu;
 
 // Fr's step, from the shape of r's low limbs: r_0 = 1 and r_1 = 2^32 - 1, so INV = -1 and, with
