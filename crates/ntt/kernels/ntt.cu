@@ -67,17 +67,32 @@ KERNEL void ntt_expand(const FR* __restrict__ lo, const FR* __restrict__ hi, uin
 }
 
 // Shared memory holds elements word-sliced (word j of element i at s[j * stride + i]), so that
-// a warp touching consecutive elements touches 32 different banks.
+// a warp touching consecutive elements touches 32 different banks. The words are addressed
+// from s + i, so that j * stride is an offset the load or store carries (indexing s with
+// j * stride + i, a 32-bit sum that may wrap, cost an address computation a word).
 DEVICE inline FR zk_sget(const uint* s, uint stride, uint i) {
+  const uint* e = s + i;
   FR r;
 #pragma unroll
-  for (int j = 0; j < 8; j++) r.val[j] = s[j * stride + i];
+  for (int j = 0; j < 8; j++) r.val[j] = e[j * stride];
   return r;
 }
 
 DEVICE inline void zk_sput(uint* s, uint stride, uint i, const FR v) {
+  uint* e = s + i;
 #pragma unroll
-  for (int j = 0; j < 8; j++) s[j * stride + i] = v.val[j];
+  for (int j = 0; j < 8; j++) e[j * stride] = v.val[j];
+}
+
+// Where a pass keeps element i of its 2^deg (its bank is slot mod 32): i with its low five bits
+// XORed by 31·i_5 + i_6 + 2·i_7, a permutation within each run of 32. A warp's butterflies in a
+// middle round touch 32 elements that differ in five bits of i_0..i_5 (all but the round's),
+// and in the last round elements 2m with m = bitrev(lid): five bits of i_1..i_5 (degree 6),
+// i_2..i_6 (7) or i_3..i_7 (8). Unswizzled, the bank is i mod 32 and these were two- or
+// four-way conflicts; with the XOR every such set of 32 lands in 32 banks.
+DEVICE inline uint zk_slot(uint i) {
+  const uint q = i >> 5;
+  return i ^ ((q & 1u) * 31u) ^ ((q >> 1) & 1u) ^ ((q >> 1) & 2u);
 }
 
 // One pass over n = 2^lgn elements: the groups of stride p = 2^lgp, 2^deg elements each, are
@@ -151,14 +166,14 @@ DEVICE inline void zk_pass_deg(const FR* __restrict__ x, FR* __restrict__ y,
       const uint e = (k + zk_bitrev(s, r) * pu) << (shift + deg - 1u - r);
       zk_sput(pq, counth, lid, zk_root(full, lo, hi, e, lo_bits, half));
     }
-    zk_sput(u, count, lid, o0);
-    zk_sput(u, count, lid + counth, o1);
+    zk_sput(u, count, zk_slot(lid), o0);
+    zk_sput(u, count, zk_slot(lid + counth), o1);
     __syncthreads();
     for (uint rnd = 1; rnd + 1 < deg; rnd++) {
       const uint bit = counth >> rnd;
       const uint di = lid & (bit - 1u);
-      const uint i0 = (lid << 1) - di;
-      const uint i1 = i0 + bit;
+      const uint i0 = zk_slot((lid << 1) - di);
+      const uint i1 = zk_slot((lid << 1) - di + bit);
       const FR a = zk_sget(u, count, i0);
       const FR b = zk_fr_mul(zk_sget(pq, counth, (1u << rnd) + (lid >> (deg - 1u - rnd))),
                              zk_sget(u, count, i1));
@@ -170,9 +185,9 @@ DEVICE inline void zk_pass_deg(const FR* __restrict__ x, FR* __restrict__ y,
     // (m = bitrev(lid) over deg - 1 bits), sub-transform m, whose factor is w_N^((k + lid·p)
     // << shift).
     const uint m = zk_bitrev(lid, deg - 1);
-    const FR a = zk_sget(u, count, 2 * m);
+    const FR a = zk_sget(u, count, zk_slot(2 * m));
     const FR last = zk_root(full, lo, hi, (k + lid * pu) << shift, lo_bits, half);
-    const FR b = zk_fr_mul(last, zk_sget(u, count, 2 * m + 1));
+    const FR b = zk_fr_mul(last, zk_sget(u, count, zk_slot(2 * m + 1)));
     o0 = zk_fr_add(a, b);
     o1 = zk_fr_sub(a, b);
   }
