@@ -40,11 +40,14 @@ pub struct CudaNtt {
     full_max: u32,
 }
 
-/// The radix exponents of the passes for 2^log_n: as few passes as MAX_DEG allows, balanced.
+/// The radix exponents of the passes for 2^log_n: as few passes as MAX_DEG allows, balanced,
+/// the smaller ones first: transforms that ended on a smaller pass measured slower at 2^26 and
+/// 2^27 (benches/NOTES.md, session 14).
 pub fn pass_degrees(log_n: u32) -> Vec<u32> {
     let passes = log_n.div_ceil(MAX_DEG).max(1);
+    let larger = log_n % passes;
     (0..passes)
-        .map(|i| log_n / passes + u32::from(i < log_n % passes))
+        .map(|i| log_n / passes + u32::from(i >= passes - larger))
         .collect()
 }
 
@@ -472,7 +475,7 @@ mod tests {
     }
 
     #[test]
-    fn passes_cover_every_size_in_balanced_steps() {
+    fn passes_cover_every_size_in_balanced_ascending_steps() {
         for log_n in 1..=28 {
             let d = pass_degrees(log_n);
             assert_eq!(d.iter().sum::<u32>(), log_n);
@@ -480,8 +483,11 @@ mod tests {
                 .iter()
                 .all(|&x| (1..=crate::kernels::MAX_DEG).contains(&x)));
             assert!(d.iter().max().unwrap() - d.iter().min().unwrap() <= 1);
+            assert!(d.windows(2).all(|w| w[0] <= w[1]), "{d:?} is not ascending");
         }
-        assert_eq!(pass_degrees(27), vec![7, 7, 7, 6]);
+        assert_eq!(pass_degrees(27), vec![6, 7, 7, 7]);
+        assert_eq!(pass_degrees(26), vec![6, 6, 7, 7]);
         assert_eq!(pass_degrees(24), vec![8, 8, 8]);
+        assert_eq!(pass_degrees(10), vec![5, 5]);
     }
 }
