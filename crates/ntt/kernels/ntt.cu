@@ -85,11 +85,12 @@ DEVICE inline void zk_sput(uint* s, uint stride, uint i, const FR v) {
 }
 
 // Where a pass keeps element i of its 2^deg (its bank is slot mod 32): i with its low five bits
-// XORed by 31·i_5 + i_6 + 2·i_7, a permutation within each run of 32. A warp's butterflies in a
-// middle round touch 32 elements that differ in five bits of i_0..i_5 (all but the round's),
-// and in the last round elements 2m with m = bitrev(lid): five bits of i_1..i_5 (degree 6),
-// i_2..i_6 (7) or i_3..i_7 (8). Unswizzled, the bank is i mod 32 and these were two- or
-// four-way conflicts; with the XOR every such set of 32 lands in 32 banks.
+// XORed by 31·i_5 + i_6 + 2·i_7, a permutation within each run of 32. The 32 elements a warp
+// reads or writes at once differ in five bits: in a middle round, those of i_0..i_5 but the
+// round's own (i_0..i_4 when the round's bit is above i_5); in the last round, which reads 2m
+// and 2m + 1 with m = bitrev(lid), i_1..i_5 (degree 6), i_2..i_6 (7) or i_3..i_7 (8). With the
+// XOR each such set lands in 32 banks; unswizzled (bank i mod 32) they were 2-, 4- or 8-way
+// conflicts.
 DEVICE inline uint zk_slot(uint i) {
   const uint q = i >> 5;
   return i ^ ((q & 1u) * 31u) ^ ((q >> 1) & 1u) ^ ((q >> 1) & 2u);
