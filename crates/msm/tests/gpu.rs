@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use blstrs::{G1Affine, G1Projective, G2Projective, Scalar};
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use ff::Field;
 use group::prime::PrimeCurveAffine;
 use group::{Curve, Group};
@@ -157,8 +157,17 @@ fn g2_matches_blst() {
     };
     let cpu = CpuMsm::new();
     for n in [0usize, 1, 3, 256, 1 << 12, 1 << 18] {
-        let points = g2_points(n, seed ^ n as u64);
-        let s = scalars(n, seed.rotate_left(9) ^ n as u64);
+        let mut points = g2_points(n, seed ^ n as u64);
+        let mut s = scalars(n, seed.rotate_left(9) ^ n as u64);
+        if n >= 8 {
+            points[0] = G2Affine::identity();
+            s[1] = Scalar::ZERO;
+            s[2] = -Scalar::ONE;
+            points[4] = points[3];
+            s[4] = s[3]; // the same point and digit twice: an addition that must double
+            points[6] = (-G2Projective::from(points[5])).to_affine();
+            s[6] = s[5]; // a point and its negation
+        }
         let bases = Bases::new(points).unwrap();
         let dev = gpu.upload_bases::<G2>(&bases).unwrap();
         assert_eq!(
@@ -167,6 +176,22 @@ fn g2_matches_blst() {
             "n = {n}"
         );
     }
+    // One bucket a window holding nearly every point: its tasks are many pairs of lanes, and a
+    // point and its negation, and a point twice, meet inside one task.
+    let n = 5000;
+    let mut points = g2_points(n, seed ^ 0xb0c);
+    let mut s = vec![scalars(1, seed ^ 0xb0d)[0]; n];
+    s[7] = Scalar::ONE;
+    points[20] = (-G2Projective::from(points[21])).to_affine();
+    points[31] = points[30];
+    points[40] = G2Affine::identity();
+    let bases = Bases::new(points).unwrap();
+    let dev = gpu.upload_bases::<G2>(&bases).unwrap();
+    assert_eq!(
+        gpu.msm::<G2>(&dev, &s, ScalarKind::Dense).unwrap(),
+        cpu.g2(&bases, &s, None).unwrap(),
+        "one bucket holding most points"
+    );
     let b = Bases::new(g2_points(100, seed)).unwrap();
     let ones = booleans(100, 2, seed);
     assert_eq!(
