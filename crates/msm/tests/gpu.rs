@@ -62,6 +62,26 @@ fn a_kept_workspace_serves_later_calls_of_either_curve_and_other_sizes() {
     }
 }
 
+/// The edge cases, where there are at least 8 points: the identity, a zero scalar, r - 1, the
+/// same point and digit twice (an addition that must double), a point and its negation.
+fn plant_edge_cases<A: Copy>(
+    points: &mut [A],
+    s: &mut [Scalar],
+    identity: A,
+    neg: impl Fn(A) -> A,
+) {
+    if points.len() < 8 {
+        return;
+    }
+    points[0] = identity;
+    s[1] = Scalar::ZERO;
+    s[2] = -Scalar::ONE;
+    points[4] = points[3];
+    s[4] = s[3];
+    points[6] = neg(points[5]);
+    s[6] = s[5];
+}
+
 #[test]
 fn g1_matches_blst_at_many_sizes_with_edge_cases() {
     let Some((_ctx, gpu, seed)) = setup() else {
@@ -71,15 +91,9 @@ fn g1_matches_blst_at_many_sizes_with_edge_cases() {
     for n in [0usize, 1, 2, 3, 255, 256, 1000, 1 << 16, 1 << 20] {
         let mut points = g1_points(n, seed ^ n as u64);
         let mut s = scalars(n, seed.rotate_left(7) ^ n as u64);
-        if n >= 8 {
-            points[0] = G1Affine::identity();
-            s[1] = Scalar::ZERO;
-            s[2] = -Scalar::ONE;
-            points[4] = points[3];
-            s[4] = s[3]; // the same point and digit twice: an addition that must double
-            points[6] = (-G1Projective::from(points[5])).to_affine();
-            s[6] = s[5]; // a point and its negation
-        }
+        plant_edge_cases(&mut points, &mut s, G1Affine::identity(), |p| {
+            (-G1Projective::from(p)).to_affine()
+        });
         let bases = Bases::new(points).unwrap();
         let dev = gpu.upload_bases::<G1>(&bases).unwrap();
         let want = cpu.g1(&bases, &s, None).unwrap();
@@ -159,15 +173,9 @@ fn g2_matches_blst() {
     for n in [0usize, 1, 3, 256, 1 << 12, 1 << 18] {
         let mut points = g2_points(n, seed ^ n as u64);
         let mut s = scalars(n, seed.rotate_left(9) ^ n as u64);
-        if n >= 8 {
-            points[0] = G2Affine::identity();
-            s[1] = Scalar::ZERO;
-            s[2] = -Scalar::ONE;
-            points[4] = points[3];
-            s[4] = s[3]; // the same point and digit twice: an addition that must double
-            points[6] = (-G2Projective::from(points[5])).to_affine();
-            s[6] = s[5]; // a point and its negation
-        }
+        plant_edge_cases(&mut points, &mut s, G2Affine::identity(), |p| {
+            (-G2Projective::from(p)).to_affine()
+        });
         let bases = Bases::new(points).unwrap();
         let dev = gpu.upload_bases::<G2>(&bases).unwrap();
         assert_eq!(
