@@ -184,8 +184,8 @@ fn g2_matches_blst() {
             "n = {n}"
         );
     }
-    // One bucket a window holding nearly every point: its tasks are many pairs of lanes, and a
-    // point and its negation, and a point twice, meet inside one task.
+    // One bucket a window holding nearly every point, split into many tasks; a point and its
+    // negation, and a point twice, meet inside one task.
     let n = 5000;
     let mut points = g2_points(n, seed ^ 0xb0c);
     let mut s = vec![scalars(1, seed ^ 0xb0d)[0]; n];
