@@ -1,4 +1,4 @@
-"""A model of the inversion proposed for batch-affine G2 additions (benches/NOTES.md, session 15):
+"""A model of the variable-time inversion that G2's batch-affine bucket sums use (zk_fp_inverse_vartime, prelude fp2.cu; benches/NOTES.md, sessions 15 and 16):
 Bernstein-Yang divsteps in variable time (the points are public), in batches of N steps that
 read only the low N bits of f and g, each batch's 2x2 transition matrix then applied to the full
 f, g (an exact division by 2^N) and to the coefficients d, e mod p. Checks a^-1 against pow(a, p-2, p)

@@ -18,6 +18,8 @@ pub struct DeviceInfo {
     pub compute_capability: (u32, u32),
     /// Streaming multiprocessors.
     pub sm_count: u32,
+    /// The most threads a multiprocessor holds at once.
+    pub max_threads_per_sm: u32,
     /// Total device memory in bytes.
     pub total_memory: usize,
     /// The PCI bus id.
@@ -57,6 +59,7 @@ pub fn device_info(ordinal: usize) -> Result<DeviceInfo> {
             attr(Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
         ),
         sm_count: attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
+        max_threads_per_sm: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)?,
         total_memory: device::total_mem(dev)?,
         pci_bus_id: device::pci_bus_id(dev)?,
         uuid: device::uuid(dev).ok(),
@@ -291,6 +294,7 @@ mod tests {
             name: "test".into(),
             compute_capability: (9, 0),
             sm_count: 1,
+            max_threads_per_sm: 1,
             total_memory: 1,
             pci_bus_id: pci.into(),
             uuid: Some(uuid.into()),

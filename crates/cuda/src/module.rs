@@ -278,6 +278,8 @@ impl Module {
             unsafe { module::get_attribute(raw, module::ATTR_MAX_THREADS_PER_BLOCK) }?;
         // SAFETY: as above.
         let registers = unsafe { module::get_attribute(raw, module::ATTR_NUM_REGS) }?;
+        // SAFETY: as above.
+        let local_bytes = unsafe { module::get_attribute(raw, module::ATTR_LOCAL_SIZE_BYTES) }?;
         Ok(Function {
             module: Arc::clone(self),
             raw,
@@ -285,6 +287,7 @@ impl Module {
             params,
             max_threads: max_threads.max(1) as u32,
             registers: registers.max(0) as u32,
+            local_bytes: local_bytes.max(0) as usize,
         })
     }
 }
@@ -372,6 +375,8 @@ pub struct Function {
     max_threads: u32,
     /// Registers a thread.
     registers: u32,
+    /// Local memory a thread, in bytes.
+    local_bytes: usize,
 }
 
 // SAFETY: function handles may be used from any thread.
@@ -393,6 +398,20 @@ impl Function {
     /// Registers a thread of this kernel uses, as compiled for this device.
     pub fn registers(&self) -> u32 {
         self.registers
+    }
+
+    /// Local memory a thread of this kernel uses (its stack frame), as compiled for this
+    /// device.
+    pub fn local_bytes(&self) -> usize {
+        self.local_bytes
+    }
+
+    /// Device memory the driver sets aside for this kernel's local memory when it runs: its
+    /// bytes a thread for every thread the device can hold at once, an upper bound of what
+    /// the driver reserves (and keeps for the context) at its first launch.
+    pub fn local_reservation(&self) -> usize {
+        let info = self.module.ctx.info();
+        self.local_bytes * info.max_threads_per_sm as usize * info.sm_count as usize
     }
 
     /// Parameter sizes in bytes, when the driver can tell (CUDA 12.4+).

@@ -504,6 +504,8 @@ pub mod module {
     /// `CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`: the most threads a block of this function
     /// may have on this device (its registers decide).
     pub const ATTR_MAX_THREADS_PER_BLOCK: c_int = 0;
+    /// `CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES`: local memory a thread of this function uses.
+    pub const ATTR_LOCAL_SIZE_BYTES: c_int = 3;
     /// `CU_FUNC_ATTRIBUTE_NUM_REGS`.
     pub const ATTR_NUM_REGS: c_int = 4;
 

@@ -68,6 +68,19 @@ FIELD_OPS(zk_fp2_ops, FP2, ZK_FP2T)
 MUL_SUB_OPS(zk_fp_mul_sub_ops, FP, zk_fp_mul_sub_call)
 MUL_SUB_OPS(zk_fp2_mul_sub_ops, FP2, zk_fp2_mul_sub)
 
+// The inverses: out[i] = 1 / a_i in variable time (Bernstein-Yang divsteps), out[n + i] by
+// Fermat's a^(p - 2); 0 for 0. b is not read.
+#define INVERSE_OPS(NAME, T, VARTIME, FERMAT)                                    \
+  KERNEL void NAME(const T* a, const T* b, T* out, uint n) {                     \
+    const uint i = GET_GLOBAL_ID();                                              \
+    if (i >= n) return;                                                          \
+    out[i] = VARTIME(a[i]);                                                      \
+    out[n + i] = FERMAT(a[i]);                                                   \
+  }
+
+INVERSE_OPS(zk_fp_inverse_ops, FP, zk_fp_inverse_vartime, zk_fp_inverse)
+INVERSE_OPS(zk_fp2_inverse_ops, FP2, zk_fp2_inverse_vartime, zk_fp2_inverse)
+
 // out[i] = 2p, out[n + i] = p + q (mixed), out[2n + i] = p + q (both Jacobian, q with z = 1).
 #define POINT_OPS(NAME, JAC, AFF, OP, ONE)                                       \
   KERNEL void NAME(const JAC* p, const AFF* q, JAC* out, uint n) {               \

@@ -64,6 +64,8 @@ pub struct FieldTestKernels {
     zk_fp2: Function,
     zk_fp_mul_sub: Function,
     zk_fp2_mul_sub: Function,
+    zk_fp_inverse: Function,
+    zk_fp2_inverse: Function,
     g1: Function,
     g2: Function,
 }
@@ -118,6 +120,8 @@ impl FieldTestKernels {
             zk_fp2: m.function("zk_fp2_ops")?,
             zk_fp_mul_sub: m.function("zk_fp_mul_sub_ops")?,
             zk_fp2_mul_sub: m.function("zk_fp2_mul_sub_ops")?,
+            zk_fp_inverse: m.function("zk_fp_inverse_ops")?,
+            zk_fp2_inverse: m.function("zk_fp2_inverse_ops")?,
             g1: m.function("g1_ops")?,
             g2: m.function("g2_ops")?,
         })
@@ -171,6 +175,11 @@ launches! {
     /// As [`FieldTestKernels::zk_fp_mul_sub_ops`] in Fp2, by the two-reduction a·b - c·d of
     /// G2's bucket additions.
     zk_fp2_mul_sub_ops(zk_fp2_mul_sub: Fp2, Fp2 => Fp2, 2);
+    /// out = [1 / a in variable time (Bernstein-Yang), 1 / a by Fermat] in Fp (2n elements,
+    /// 0 for 0); `b` is not read.
+    zk_fp_inverse_ops(zk_fp_inverse: Fp, Fp => Fp, 2);
+    /// As [`FieldTestKernels::zk_fp_inverse_ops`] in Fp2.
+    zk_fp2_inverse_ops(zk_fp2_inverse: Fp2, Fp2 => Fp2, 2);
     /// out = [2p, p + q (mixed), p + q (Jacobian)] in G1 (3n elements), for p in `a` and q in `b`.
     g1_ops(g1: G1Projective, G1Affine => G1Projective, 3);
     /// out = [2p, p + q (mixed), p + q (Jacobian)] in G2 (3n elements), for p in `a` and q in `b`.

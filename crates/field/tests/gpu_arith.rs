@@ -32,6 +32,13 @@ fn elements<F: Field>(n: usize, rng: &mut ChaCha8Rng) -> Vec<F> {
     v
 }
 
+/// The element whose Montgomery form has limbs 0, 1, 0, ... (2^32): a zero low limb.
+fn low_zero_limb<G: bytemuck::Pod>() -> G {
+    let mut x: G = bytemuck::Zeroable::zeroed();
+    bytemuck::bytes_of_mut(&mut x)[4] = 1;
+    x
+}
+
 /// A field-test kernel: `(kernels, stream, a, b, out)`.
 type Launch<G> = fn(
     &FieldTestKernels,
@@ -91,11 +98,9 @@ macro_rules! field_test {
                 -<$blst>::ONE,
                 <$blst>::ONE,
             ]);
-            // An element whose Montgomery form has a zero low limb (limbs 0, 1, 0, ...: 2^32),
-            // where a reduction step's multiplier m is 0: squared, and times a random one.
-            let mut low_zero: $gpu = bytemuck::Zeroable::zeroed();
-            bytemuck::bytes_of_mut(&mut low_zero)[4] = 1;
-            let low_zero: $blst = low_zero.into();
+            // An element whose Montgomery form has a zero low limb, where a reduction step's
+            // multiplier m is 0: squared, and times a random one.
+            let low_zero: $blst = low_zero_limb::<$gpu>().into();
             a[6..8].copy_from_slice(&[low_zero, low_zero]);
             b[6] = low_zero;
             let kernel: Launch<$gpu> = FieldTestKernels::$kernel;
@@ -215,6 +220,46 @@ mul_sub_test!(
     layout::Fp2,
     cast::fp2s_as_gpu,
     zk_fp2_mul_sub_ops
+);
+
+macro_rules! inverse_test {
+    ($name:ident, $blst:ty, $gpu:ty, $view:path, $kernel:ident) => {
+        #[test]
+        fn $name() {
+            let Some(gpu) = Gpu::new() else { return };
+            let mut rng = rng();
+            // Zero, one and -1 first (`elements`), then a zero low limb in Montgomery form, a
+            // small value, and random ones.
+            let mut a: Vec<$blst> = elements(N, &mut rng);
+            a[6] = low_zero_limb::<$gpu>().into();
+            a[7] = <$blst>::from(2u64);
+            let kernel: Launch<$gpu> = FieldTestKernels::$kernel;
+            let got: Vec<$blst> = gpu.run(kernel, $view(&a), $view(&a), 2 * N).unwrap();
+            let bad = (0..N)
+                .into_par_iter()
+                .filter(|&i| {
+                    let want = a[i].invert().unwrap_or(<$blst>::ZERO);
+                    got[i] != want || got[N + i] != want
+                })
+                .count();
+            assert_eq!(bad, 0, "{bad} of {N} inverses differ from blstrs");
+        }
+    };
+}
+
+inverse_test!(
+    zk_fp_inverses_match_blstrs,
+    Fp,
+    layout::Fp,
+    cast::fps_as_gpu,
+    zk_fp_inverse_ops
+);
+inverse_test!(
+    zk_fp2_inverses_match_blstrs,
+    Fp2,
+    layout::Fp2,
+    cast::fp2s_as_gpu,
+    zk_fp2_inverse_ops
 );
 
 macro_rules! point_test {

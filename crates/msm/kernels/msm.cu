@@ -381,6 +381,134 @@ KERNEL void msm_task_keys(const uint* __restrict__ counts, const uint* __restric
     partial[g] = zk_xyzz_to_jac_##NAME(*acc);                                                  \
   }
 
+// The sum of the affine points ax[k], ay[k] for k in [lo, hi) whose bit in held is set.
+#define MSM_AFFINE_SUM(NAME, AFF, JAC, FT)                                                      \
+__noinline__ DEVICE JAC msm_affine_sum_##NAME(const FT* ax, const FT* ay,                       \
+                                             unsigned long long held, uint lo, uint hi) {       \
+  zk_xyzz_##NAME acc = zk_xyzz_zero_##NAME();                                                   \
+  for (uint k = lo; k < hi; k++) {                                                              \
+    if (!((held >> k) & 1ull)) continue;                                                        \
+    AFF a;                                                                                      \
+    a.x = ax[k];                                                                                \
+    a.y = ay[k];                                                                                \
+    zk_xyzz_madd_##NAME(&acc, a);                                                               \
+  }                                                                                             \
+  return zk_xyzz_to_jac_##NAME(acc);                                                            \
+}
+
+// Bucket sums by batch-affine additions: each thread steps B runs of points side by side,
+// adding one point to each run's affine sum a step, and the step's B slopes share one
+// inversion (Montgomery's trick): 5 products and a squaring an addition, and 1/B of an
+// inversion, where an XYZZ addition costs 8 and 2. A thread takes B / parts tasks, each split
+// into `parts` runs of nearly equal length (so that there are threads enough to fill the GPU
+// when tasks are few and long), and adds each task's run sums at the end. Thread x of a block
+// of w threads takes the task slots x + j·w of the block's run of w·B / parts slots: tasks of
+// nearly equal lengths (longest first). A step adds P to A by the slope (y_P - y_A) /
+// (x_P - x_A); P = A doubles by 3x_A^2 / 2y_A; P = -A leaves the identity; a sum that is the
+// identity takes P as it is.
+#define MSM_TASK_SUMS_AFFINE(NAME, AFF, JAC, P, F, FT, LAUNCH, B)                               \
+KERNEL void LAUNCH msm_task_sums_affine##B##_##NAME(                                            \
+    const AFF* __restrict__ bases, const uint* __restrict__ sorted,                             \
+    const uint* __restrict__ offsets, const uint* __restrict__ counts,                          \
+    const uint* __restrict__ task_offsets, const uint* __restrict__ tasks, uint total, uint t,  \
+    const uint* __restrict__ order, const uint* __restrict__ bucket_of, uint parts,             \
+    JAC* __restrict__ partial) {                                                                \
+  const uint slots = task_offsets[total - 1] + tasks[total - 1];                                \
+  const uint per_thread = B / parts;                                                            \
+  const uint first = blockIdx.x * blockDim.x * per_thread + threadIdx.x;                        \
+  const FT zero = F(ZERO);                                                                      \
+  FT ax[B], ay[B], pre[B];                                                                      \
+  uint pos[B], end[B];                                                                          \
+  unsigned long long held = 0; /* bit k: run k's sum is a point, not the identity */            \
+  _Pragma("unroll 1") for (uint k = 0; k < B; k++) {                                            \
+    const uint slot = first + (k / parts) * blockDim.x;                                         \
+    pos[k] = end[k] = 0;                                                                        \
+    if (slot >= slots) continue;                                                                \
+    const uint g = order[slot];                                                                 \
+    const uint lo = bucket_of[g];                                                               \
+    const uint start = offsets[lo] + (g - task_offsets[lo]) * t;                                \
+    const uint len = min(t, offsets[lo] + counts[lo] - start);                                  \
+    const uint share = (len + parts - 1) / parts;                                               \
+    pos[k] = min(start + (k % parts) * share, start + len);                                     \
+    end[k] = min(pos[k] + share, start + len);                                                  \
+  }                                                                                             \
+  uint vals[B]; /* the step's entry of each run, their loads all in flight at once */           \
+  for (;;) {                                                                                    \
+    uint active = 0;                                                                            \
+    _Pragma("unroll 1") for (uint k = 0; k < B; k++) {                                          \
+      if (pos[k] >= end[k]) continue;                                                           \
+      active = 1;                                                                               \
+      vals[k] = sorted[pos[k]];                                                                 \
+    }                                                                                           \
+    if (!active) break;                                                                         \
+    /* Forward: each run's denominator, and pre[k] = the product of those before it. */         \
+    unsigned long long adding = 0, doubling = 0;                                                \
+    int lowest = -1;                                                                            \
+    FT run = F(ONE);                                                                            \
+    _Pragma("unroll 1") for (uint k = 0; k < B; k++) {                                          \
+      if (pos[k] >= end[k]) continue;                                                           \
+      const uint v = vals[k];                                                                   \
+      /* x alone; y only where it is needed: a first point, x_P = x_A, or x_P = 0 */            \
+      const AFF* b = &bases[v & 0x7fffffffu];                                                   \
+      const FT px = b->x;                                                                       \
+      if (F(eq)(px, zero) && F(eq)(b->y, zero)) { pos[k]++; continue; } /* the identity */      \
+      if (!((held >> k) & 1ull)) {                                                              \
+        ax[k] = px;                                                                             \
+        ay[k] = (v >> 31) ? F(sub)(zero, b->y) : b->y;                                          \
+        held |= 1ull << k;                                                                      \
+        pos[k]++;                                                                               \
+        continue;                                                                               \
+      }                                                                                         \
+      FT den = F(sub)(px, ax[k]);                                                               \
+      if (F(eq)(den, zero)) {                                                                   \
+        const FT py = (v >> 31) ? F(sub)(zero, b->y) : b->y;                                    \
+        if (!F(eq)(py, ay[k])) { held &= ~(1ull << k); pos[k]++; continue; } /* P = -A */       \
+        den = F(double)(ay[k]);                                                                 \
+        doubling |= 1ull << k;                                                                  \
+      } else {                                                                                  \
+        adding |= 1ull << k;                                                                    \
+      }                                                                                         \
+      if (lowest < 0) { lowest = k; run = den; }                                                \
+      else { pre[k] = run; run = F(mul)(run, den); }                                            \
+    }                                                                                           \
+    if (lowest < 0) continue;                                                                   \
+    /* Backward: inv = 1 / (the denominators of runs <= k), peeled one run at a time. */        \
+    FT inv = F(inverse_vartime)(run);                                                           \
+    _Pragma("unroll 1") for (int k = B - 1; k >= lowest; k--) {                                 \
+      const unsigned long long bit = 1ull << k;                                                 \
+      if (!((adding | doubling) & bit)) continue;                                               \
+      const uint v = vals[k];                                                                   \
+      AFF p = bases[v & 0x7fffffffu];                                                           \
+      if (v >> 31) p.y = F(sub)(zero, p.y);                                                     \
+      FT num, den;                                                                              \
+      if (doubling & bit) {                                                                     \
+        const FT x2 = F(sqr)(ax[k]);                                                            \
+        num = F(add)(F(double)(x2), x2);                                                        \
+        den = F(double)(ay[k]);                                                                 \
+      } else {                                                                                  \
+        num = F(sub)(p.y, ay[k]);                                                               \
+        den = F(sub)(p.x, ax[k]);                                                               \
+      }                                                                                         \
+      FT slope_inv = inv;                                                                       \
+      if (k != lowest) {                                                                        \
+        slope_inv = F(mul)(inv, pre[k]);                                                        \
+        inv = F(mul)(inv, den);                                                                 \
+      }                                                                                         \
+      const FT lambda = F(mul)(num, slope_inv);                                                 \
+      const FT x = F(sub)(F(sub)(F(sqr)(lambda), ax[k]), (doubling & bit) ? ax[k] : p.x);       \
+      ay[k] = F(sub)(F(mul)(lambda, F(sub)(ax[k], x)), ay[k]);                                  \
+      ax[k] = x;                                                                                \
+      pos[k]++;                                                                                 \
+    }                                                                                           \
+  }                                                                                             \
+  /* Each task's sum: its runs' sums added (out of line: it is run once). */                    \
+  _Pragma("unroll 1") for (uint j = 0; j < per_thread; j++) {                                   \
+    const uint slot = first + j * blockDim.x;                                                   \
+    if (slot >= slots) continue;                                                                \
+    partial[order[slot]] = msm_affine_sum_##NAME(ax, ay, held, j * parts, (j + 1) * parts);     \
+  }                                                                                             \
+}
+
 // The curve kernels, for G1 over Fp and G2 over Fp2.
 #define MSM_CURVE(NAME, AFF, JAC, P, F, FT, LAUNCH)                                            \
   MSM_TASK_SUMS(NAME, AFF, JAC, F, FT, LAUNCH)                                                  \
@@ -552,3 +680,8 @@ MSM_ONES(g1, G1_AFFINE, G1_JACOBIAN, ZK_FPC, FP, MSM_LAUNCH_G1)
 MSM_ONES(g2, G2_AFFINE, G2_JACOBIAN, ZK_FP2Z, FP2, MSM_LAUNCH_G2)
 MSM_PRECOMPUTE(g1, G1_AFFINE, G1_JACOBIAN, ZK_FPC, FP)
 MSM_PRECOMPUTE(g2, G2_AFFINE, G2_JACOBIAN, ZK_FP2Z, FP2)
+// G2's batch-affine bucket sums, 16, 32 or 64 runs a thread (kernels.rs picks one).
+MSM_AFFINE_SUM(g2, G2_AFFINE, G2_JACOBIAN, FP2)
+MSM_TASK_SUMS_AFFINE(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, ZK_FP2Z, FP2, MSM_LAUNCH_G2, 16)
+MSM_TASK_SUMS_AFFINE(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, ZK_FP2Z, FP2, MSM_LAUNCH_G2, 32)
+MSM_TASK_SUMS_AFFINE(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, ZK_FP2Z, FP2, MSM_LAUNCH_G2, 64)

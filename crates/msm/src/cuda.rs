@@ -64,6 +64,13 @@ pub enum CudaError {
     /// A window width outside [`crate::WINDOW_BITS`].
     #[error("MSM: a window of {c} bits was asked for; widths from {} to {} bits are supported", crate::WINDOW_BITS.start(), crate::WINDOW_BITS.end())]
     WindowBits { c: u32 },
+    /// An environment setting with a value it cannot take.
+    #[error("{name}={value:?}: expected {expected}")]
+    Setting {
+        name: &'static str,
+        value: String,
+        expected: &'static str,
+    },
 }
 
 impl From<zkpipe_cuda::Error> for CudaError {

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use bytemuck::Pod;
 use zkpipe_cuda::{
-    Context, DeviceBuffer, Function, ImageBytes, KernelImage, LaunchConfig, Module, Stream,
+    Context, DeviceBuffer, Function, ImageBytes, KernelImage, KernelParam, LaunchConfig, Module,
+    Stream,
 };
 use zkpipe_field::Fr;
 
@@ -65,6 +66,12 @@ pub struct CurveKernels {
     task_block: u32,
     sum_groups: Function,
     task_sums: Function,
+    /// Runs a thread of the bucket-sum kernel steps side by side by batch-affine additions,
+    /// or 1 for XYZZ additions, one task a thread.
+    task_batch: u32,
+    /// Threads that fill the device a few times over: the batch-affine kernel splits tasks
+    /// into runs until it has this many.
+    fill_threads: usize,
     task_reduce: Function,
     segments: Function,
     boolean: Function,
@@ -202,7 +209,58 @@ fn grid_of(m: usize, block: u32) -> Result<LaunchConfig, CudaError> {
     })
 }
 
+/// Runs a thread of `curve`'s bucket sums steps side by side by batch-affine additions, or 1
+/// for XYZZ additions: G2's default is [`G2_AFFINE_BATCH`]; `ZKPIPE_MSM_G2_BATCH=1` (XYZZ), 16,
+/// 32 or 64 overrides it, for comparisons. G1's stay XYZZ: an Fp2 inversion is one Fp
+/// inversion and a few products, so against the products of an addition an inversion
+/// weighs about three times as much in G1 as in G2 (no batch-affine G1 kernel was measured).
+fn affine_batch(curve: &str) -> Result<u32, CudaError> {
+    if curve != "g2" {
+        return Ok(1);
+    }
+    match std::env::var("ZKPIPE_MSM_G2_BATCH") {
+        Err(_) => Ok(G2_AFFINE_BATCH),
+        Ok(v) => match v.parse::<u32>() {
+            Ok(b @ (1 | 16 | 32 | 64)) => Ok(b),
+            _ => Err(CudaError::Setting {
+                name: "ZKPIPE_MSM_G2_BATCH",
+                value: v,
+                expected: "1, 16, 32 or 64",
+            }),
+        },
+    }
+}
+
+/// The runs a thread of G2's batch-affine bucket sums steps side by side.
+pub const G2_AFFINE_BATCH: u32 = 32;
+
+impl CurveKernels {
+    /// The most local memory the driver sets aside for any of these kernels.
+    fn local_reservation(&self) -> usize {
+        [
+            &self.sum_groups,
+            &self.task_sums,
+            &self.task_reduce,
+            &self.segments,
+            &self.boolean,
+            &self.ones,
+            &self.precompute,
+        ]
+        .iter()
+        .map(|f| f.local_reservation())
+        .max()
+        .unwrap_or(0)
+    }
+}
+
 impl MsmKernels {
+    /// The device memory the driver sets aside, at their first launch, for the local memory
+    /// of the largest of these kernels (the G2 bucket sums' runs, the precomputed multiples'
+    /// copies): it lies outside any allocation, and a VRAM budget must leave room for it.
+    pub fn local_reservation(&self) -> usize {
+        self.g1.local_reservation().max(self.g2.local_reservation())
+    }
+
     /// Loads the kernels on `ctx`'s device.
     pub fn load(ctx: &Arc<Context>) -> Result<Self, CudaError> {
         let m = Module::load(ctx, &IMAGE)?;
@@ -211,7 +269,12 @@ impl MsmKernels {
             // BUCKET_BLOCK threads (their launch bounds), and never take more threads than the
             // device's registers allow them (the driver's limit for this image).
             let preferred = BUCKET_BLOCK;
-            let task_sums = m.function(&format!("msm_task_sums_{name}"))?;
+            let task_batch = affine_batch(name)?;
+            let task_sums = if task_batch > 1 {
+                m.function(&format!("msm_task_sums_affine{task_batch}_{name}"))?
+            } else {
+                m.function(&format!("msm_task_sums_{name}"))?
+            };
             let ones = m.function(&format!("msm_ones_{name}"))?;
             let limit = task_sums
                 .max_threads_per_block()
@@ -219,6 +282,8 @@ impl MsmKernels {
             let task_block = fitting_block(preferred, limit);
             Ok(CurveKernels {
                 task_block,
+                task_batch,
+                fill_threads: ctx.info().sm_count.max(1) as usize * 1024,
                 sum_groups: m.function(&format!("msm_sum_groups_{name}"))?,
                 task_sums,
                 task_reduce: m.function(&format!("msm_task_reduce_{name}"))?,
@@ -738,31 +803,51 @@ impl CurveKernels {
         need("offsets", offsets.len(), total)?;
         check_tasks(counts, tasks, total, t)?;
         let t32 = u32::try_from(total).map_err(|_| CudaError::TooLarge { n: total })?;
+        // The batch-affine kernel takes task_batch / parts task slots a thread and the
+        // number of runs each task splits into (parts divides task_batch: both are powers of
+        // two); the XYZZ kernel one slot a thread.
+        let parts = self.task_parts(partial.len());
+        let threads = partial.len().div_ceil((self.task_batch / parts) as usize);
+        let mut args: Vec<&dyn KernelParam> = vec![
+            bases,
+            sorted,
+            offsets,
+            counts,
+            task_offsets,
+            task_counts,
+            &t32,
+            &t,
+            order,
+            bucket_of,
+        ];
+        if self.task_batch > 1 {
+            args.push(&parts);
+        }
+        args.push(&*partial);
         // SAFETY: values index bases below n (made by `digits` from scalar indices); threads
         // beyond the device-side task count return; the host sized `partial` for every task
         // (total + m / t bounds the sum of ceil(count / t)). `order` is a permutation of the
         // tasks and `bucket_of` their buckets (task_keys and a counting sort), both holding
-        // partial.len() entries (checked).
+        // partial.len() entries (checked). A thread takes task_batch / parts slots, so the
+        // grid covers every slot.
         unsafe {
-            self.task_sums.launch(
-                s,
-                grid_of(partial.len(), self.task_block)?,
-                &[
-                    bases,
-                    sorted,
-                    offsets,
-                    counts,
-                    task_offsets,
-                    task_counts,
-                    &t32,
-                    &t,
-                    order,
-                    bucket_of,
-                    &*partial,
-                ],
-            )
+            self.task_sums
+                .launch(s, grid_of(threads, self.task_block)?, &args)
         }?;
         Ok(())
+    }
+
+    /// The runs each task splits into in the batch-affine bucket sums: the fewest (a power
+    /// of two up to the batch) that give `slots` tasks threads enough to fill the device; 1
+    /// for the XYZZ kernel.
+    fn task_parts(&self, slots: usize) -> u32 {
+        let mut parts = 1;
+        while parts < self.task_batch
+            && slots * (parts as usize) < self.fill_threads * self.task_batch as usize
+        {
+            parts *= 2;
+        }
+        parts
     }
 
     /// sums[b] = the sum of bucket b's task sums (`+=` when `accumulate`).

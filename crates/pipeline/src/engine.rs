@@ -71,7 +71,10 @@ pub struct Config {
     /// Workers on the CPU backend. Default 1 (each uses all cores through rayon).
     pub cpu_workers: usize,
     /// Device memory left out of each device's VRAM budget, for what the driver allocates
-    /// beside the budget's grants (taken off the cap too). Default 1 GiB.
+    /// beside the budget's grants (taken off the cap too). Default 1 GiB; never less than the
+    /// MSM kernels' local memory (which the driver sets aside at their first launch: the
+    /// most local memory a thread of one of them uses, for every thread the device holds)
+    /// plus 512 MiB.
     #[serde(deserialize_with = "crate::config_file::de_bytes")]
     pub vram_margin: usize,
     /// The device memory to behave as if the card had no more (a 16 GiB card on a larger

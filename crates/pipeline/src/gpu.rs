@@ -99,9 +99,23 @@ pub(crate) struct DeviceSetup {
     pub workers: usize,
 }
 
+/// Room the driver takes beside the budget's grants, on top of the local memory of the MSM
+/// kernels: the context, the modules' code and constants, the streams.
+const DRIVER_ROOM: usize = 512 << 20;
+
+/// The VRAM left out of the budget: `margin`, or the MSM kernels' local memory (which the
+/// driver sets aside at their first launch, outside any grant) plus [`DRIVER_ROOM`] when that
+/// is more.
+fn margin_for(ctx: &Arc<Context>, margin: usize) -> Result<usize, zkpipe_msm::CudaError> {
+    let local = zkpipe_msm::kernels::MsmKernels::load(ctx)?.local_reservation();
+    let chosen = margin.max(local + DRIVER_ROOM);
+    tracing::debug!(margin, local, chosen, "VRAM margin");
+    Ok(chosen)
+}
+
 impl DeviceShared {
-    pub fn new(ctx: Arc<Context>, setup: DeviceSetup) -> Result<Self, zkpipe_cuda::Error> {
-        let budget = VramBudget::from_device(&ctx, setup.margin, setup.cap)?;
+    pub fn new(ctx: Arc<Context>, setup: DeviceSetup) -> Result<Self, zkpipe_msm::CudaError> {
+        let budget = VramBudget::from_device(&ctx, margin_for(&ctx, setup.margin)?, setup.cap)?;
         let pinned = PinnedPool::new(&ctx, setup.pinned_bytes.max(2 * STAGE_CHUNK * FR));
         let m = ctx.mem_info()?;
         Ok(Self {

@@ -6,7 +6,8 @@
 //   (zk_fp_mul_sub_call), and ec-gpu-gen's inlined Fp additions, which measured faster there
 //   than the branch-free ones.
 // - G2 (ZK_FP2Z): zkpipe's Fp2 (fp2.cu), a·b - c·d with two reductions (zk_fp2_mul_sub).
-// An op set names: ZERO, ONE, eq, add, sub, double, mul, sqr, mul_sub (a·b - c·d), inverse.
+// An op set names: ZERO, ONE, eq, add, sub, double, mul, sqr, mul_sub (a·b - c·d), inverse,
+// inverse_vartime (for values that are not secret).
 __noinline__ DEVICE FP zk_fp_mul_cios_call(FP a, FP b) { return zk_fp_mul_cios(a, b); }
 __noinline__ DEVICE FP zk_fp_sqr_call(FP a) { return zk_fp_sqr(a); }
 // a·b - c·d with one Montgomery reduction: both products at double width, their difference
@@ -28,6 +29,7 @@ __noinline__ DEVICE FP zk_fp_mul_sub_call(FP a, FP b, FP c, FP d) {
 #define ZK_FPC_sqr zk_fp_sqr_call
 #define ZK_FPC_mul_sub zk_fp_mul_sub_call
 #define ZK_FPC_inverse zk_fp_inverse
+#define ZK_FPC_inverse_vartime zk_fp_inverse_vartime
 #define ZK_FPC(f) ZK_FPC_##f
 
 #define ZK_FP2Z_ZERO FP2_(ZERO)
@@ -40,6 +42,7 @@ __noinline__ DEVICE FP zk_fp_mul_sub_call(FP a, FP b, FP c, FP d) {
 #define ZK_FP2Z_sqr zk_fp2_sqr
 #define ZK_FP2Z_mul_sub zk_fp2_mul_sub
 #define ZK_FP2Z_inverse zk_fp2_inverse
+#define ZK_FP2Z_inverse_vartime zk_fp2_inverse_vartime
 #define ZK_FP2Z(f) ZK_FP2Z_##f
 
 // XYZZ accumulators (x = X/ZZ, y = Y/ZZZ, ZZ^3 = ZZZ^2; ZZ = 0 is the identity): a mixed

@@ -118,11 +118,156 @@ __noinline__ DEVICE FP zk_fp_inverse(FP a) {
   }
   return r;
 }
-DEVICE inline FP2 zk_fp2_inverse(FP2 a) {
-  const FP t =
-      zk_fp_inverse(zk_fp_add(zk_fp_mul_call(a.c0, a.c0), zk_fp_mul_call(a.c1, a.c1)));
+// The norm a0^2 + a1^2 of a in Fp, and the conjugate of a times t: a^-1 is the conjugate
+// times the norm's inverse.
+DEVICE inline FP zk_fp2_norm(FP2 a) {
+  return zk_fp_add(zk_fp_mul_call(a.c0, a.c0), zk_fp_mul_call(a.c1, a.c1));
+}
+DEVICE inline FP2 zk_fp2_conjugate_times(FP2 a, FP t) {
   FP2 r;
   r.c0 = zk_fp_mul_call(a.c0, t);
   r.c1 = zk_fp_mul_call(zk_fp_sub(FP_(ZERO), a.c1), t);
   return r;
+}
+DEVICE inline FP2 zk_fp2_inverse(FP2 a) {
+  return zk_fp2_conjugate_times(a, zk_fp_inverse(zk_fp2_norm(a)));
+}
+
+// Inverses in variable time, for values that are not secret (the batch-affine bucket sums'
+// denominators): Bernstein and Yang's divsteps, ZK_BY_STEPS at a time on the low words of f
+// and g, each batch's transition matrix (u v; q r), |u| + |v| and |q| + |r| at most
+// 2^ZK_BY_STEPS, then applied to the whole f and g (13 limbs, signed, an exact division by
+// 2^ZK_BY_STEPS) and to the coefficients d and e mod p (a Montgomery-style division: m·p
+// added so that the low ZK_BY_STEPS bits are zero). From f = p, g = a, d = 0, e = 1 it keeps
+// d·a = f mod p, and stops when g = 0 with f = ±1. benches/wip/by_inverse.py models it.
+#define ZK_BY_STEPS 30
+#define ZK_BY_LIMBS (FP_(LIMBS) + 1)
+// The divsteps on the low words f and g (f odd): the new delta, and the matrix in m. A step
+// with g odd swaps (f, g) = (g, -f) when delta > 0 and then halves g + f; a step with g even
+// halves g, and a run of them is taken at once (variable time).
+DEVICE inline int zk_by_divsteps(int delta, uint32_t f, uint32_t g, int32_t m[4]) {
+  int32_t u = 1, v = 0, q = 0, r = 1;
+  int i = 0;
+  for (;;) {
+    const int z = __ffs(g | (1u << (ZK_BY_STEPS - i))) - 1;
+    g >>= z;
+    u = (int32_t)((uint32_t)u << z);
+    v = (int32_t)((uint32_t)v << z);
+    delta += z;
+    i += z;
+    if (i == ZK_BY_STEPS) break;
+    if (delta > 0) {
+      delta = -delta;
+      const uint32_t t = f;
+      f = g;
+      g = 0u - t;
+      const int32_t tu = u, tv = v;
+      u = q;
+      v = r;
+      q = -tu;
+      r = -tv;
+    }
+    delta += 1;
+    g += f;
+    q += u;
+    r += v;
+    g >>= 1;
+    u *= 2;
+    v *= 2;
+    i += 1;
+    if (i == ZK_BY_STEPS) break;
+  }
+  m[0] = u;
+  m[1] = v;
+  m[2] = q;
+  m[3] = r;
+  return delta;
+}
+// Limb i of a 13-limb signed value: the top limb carries the sign.
+DEVICE inline long long zk_by_limb(const uint32_t* x, int i) {
+  return i < ZK_BY_LIMBS - 1 ? (long long)x[i] : (long long)(int32_t)x[i];
+}
+// (x, y) = (a·x + b·y, c·x + d·y) / 2^ZK_BY_STEPS for 13-limb signed x, y, the divisions exact.
+DEVICE inline void zk_by_update_fg(uint32_t* x, uint32_t* y, const int32_t* m) {
+  uint32_t nx[ZK_BY_LIMBS], ny[ZK_BY_LIMBS];
+  long long cx = 0, cy = 0;
+#pragma unroll
+  for (int i = 0; i < ZK_BY_LIMBS; i++) {
+    const long long xi = zk_by_limb(x, i), yi = zk_by_limb(y, i);
+    cx += (long long)m[0] * xi + (long long)m[1] * yi;
+    cy += (long long)m[2] * xi + (long long)m[3] * yi;
+    nx[i] = (uint32_t)cx;
+    ny[i] = (uint32_t)cy;
+    cx >>= 32;
+    cy >>= 32;
+  }
+#pragma unroll
+  for (int i = 0; i < ZK_BY_LIMBS - 1; i++) {
+    x[i] = (nx[i] >> ZK_BY_STEPS) | (nx[i + 1] << (32 - ZK_BY_STEPS));
+    y[i] = (ny[i] >> ZK_BY_STEPS) | (ny[i + 1] << (32 - ZK_BY_STEPS));
+  }
+  x[ZK_BY_LIMBS - 1] = (uint32_t)((int32_t)nx[ZK_BY_LIMBS - 1] >> ZK_BY_STEPS);
+  y[ZK_BY_LIMBS - 1] = (uint32_t)((int32_t)ny[ZK_BY_LIMBS - 1] >> ZK_BY_STEPS);
+}
+// (a·x + b·y) / 2^ZK_BY_STEPS mod p, in [0, p), for x, y in [0, p) and |a| + |b| <= 2^ZK_BY_STEPS:
+// the sum plus k·p, k < 2^ZK_BY_STEPS chosen so that the low bits vanish, lies in
+// (-2^ZK_BY_STEPS·p, 2^(ZK_BY_STEPS + 1)·p), its quotient in (-p, 2p).
+DEVICE inline FP zk_by_combine(const FP x, const FP y, int32_t a, int32_t b) {
+  const uint32_t mask = (1u << ZK_BY_STEPS) - 1u;
+  const uint32_t low = (uint32_t)((long long)a * x.val[0] + (long long)b * y.val[0]);
+  const long long k = (long long)((low * FP_(INV)) & mask);
+  uint32_t s[ZK_BY_LIMBS];
+  long long c = 0;
+#pragma unroll
+  for (int i = 0; i < FP_(LIMBS); i++) {
+    c += (long long)a * x.val[i] + (long long)b * y.val[i] + k * FP_(P).val[i];
+    s[i] = (uint32_t)c;
+    c >>= 32;
+  }
+  s[FP_(LIMBS)] = (uint32_t)c;
+  FP r;
+#pragma unroll
+  for (int i = 0; i < FP_(LIMBS); i++)
+    r.val[i] = (s[i] >> ZK_BY_STEPS) | (s[i + 1] << (32 - ZK_BY_STEPS));
+  if ((int32_t)s[FP_(LIMBS)] < 0) return FP_(add_)(r, FP_(P));  // (-p, 0): wraps to [0, p)
+  return zk_fp_reduce_once(r);                                   // [0, 2p)
+}
+// R^3 mod p (R = 2^384): the Montgomery form of the inverse of a Montgomery form a·R is
+// (a·R)^-1 times R^3, reduced once.
+CONSTANT FP zk_fp_r3 = {{3645678048u, 3980962923u, 61320696u, 828343070u, 1633561053u,
+                         2589144362u, 2451445601u, 885018206u, 1701988136u, 621990965u,
+                         2440387917u, 178664544u}};
+// The bound on batches: 1102 divsteps suffice for any 381-bit input (Bernstein and Yang,
+// theorem 11.2), 37 batches; the loop ends at g = 0, sooner for most.
+#define ZK_BY_MAX_BATCHES 38
+__noinline__ DEVICE FP zk_fp_inverse_vartime(FP a) {
+  uint32_t f[ZK_BY_LIMBS], g[ZK_BY_LIMBS];
+#pragma unroll
+  for (int i = 0; i < FP_(LIMBS); i++) {
+    f[i] = FP_(P).val[i];
+    g[i] = a.val[i];
+  }
+  f[ZK_BY_LIMBS - 1] = 0;
+  g[ZK_BY_LIMBS - 1] = 0;
+  FP d = FP_(ZERO), e = FP_(ZERO);
+  e.val[0] = 1;
+  int delta = 1;
+  for (int batch = 0; batch < ZK_BY_MAX_BATCHES; batch++) {
+    uint32_t any = 0;
+#pragma unroll
+    for (int i = 0; i < ZK_BY_LIMBS; i++) any |= g[i];
+    if (any == 0) break;
+    int32_t m[4];
+    delta = zk_by_divsteps(delta, f[0], g[0], m);
+    zk_by_update_fg(f, g, m);
+    const FP nd = zk_by_combine(d, e, m[0], m[1]);
+    e = zk_by_combine(d, e, m[2], m[3]);
+    d = nd;
+  }
+  // f = ±1 for a != 0 (d = 0 for a = 0, whose inverse comes out 0).
+  if ((int32_t)f[ZK_BY_LIMBS - 1] < 0) d = zk_fp_sub(FP_(ZERO), d);
+  return zk_fp_mul_call(d, zk_fp_r3);
+}
+DEVICE inline FP2 zk_fp2_inverse_vartime(FP2 a) {
+  return zk_fp2_conjugate_times(a, zk_fp_inverse_vartime(zk_fp2_norm(a)));
 }
