@@ -165,6 +165,11 @@ pub fn run(a: &Args) -> BenchResult<Report> {
         }
         None => "bases and scalars on the device".to_string(),
     };
+    let mode = match (curve, gpu.g2_batch()) {
+        ("g2", 1) => format!("{mode}; G2 bucket sums by XYZZ additions"),
+        ("g2", b) => format!("{mode}; G2 bucket sums batch-affine, {b} runs a thread"),
+        _ => mode,
+    };
     let mut table = format!(
         "MSM {curve} on {}, {} scalars, {mode}; median of {runs} runs (host-timed, synchronous)\n| size | zkpipe ms | zkpipe, fixed windows ms | split MSM ms (mixed only) | streamed ms | streamed / resident | ec-gpu-gen ms (best window) | ec-gpu-gen / zkpipe | blst CPU ms ({} threads) | all equal |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
         ctx.info().name,

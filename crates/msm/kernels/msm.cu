@@ -381,6 +381,13 @@ KERNEL void msm_task_keys(const uint* __restrict__ counts, const uint* __restric
     partial[g] = zk_xyzz_to_jac_##NAME(*acc);                                                  \
   }
 
+// A hint that the `bytes` at p will be read soon: their lines are brought into L2 meanwhile.
+DEVICE inline void msm_prefetch(const void* p, uint bytes) {
+  const char* c = (const char*)p;
+  for (uint o = 0; o < bytes; o += 64) asm volatile("prefetch.global.L2 [%0];" ::"l"(c + o));
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(c + bytes - 1));
+}
+
 // The sum of the affine points ax[k], ay[k] for k in [lo, hi) whose bit in held is set.
 #define MSM_AFFINE_SUM(NAME, AFF, JAC, FT)                                                      \
 __noinline__ DEVICE JAC msm_affine_sum_##NAME(const FT* ax, const FT* ay,                       \
@@ -396,17 +403,19 @@ __noinline__ DEVICE JAC msm_affine_sum_##NAME(const FT* ax, const FT* ay,       
   return zk_xyzz_to_jac_##NAME(acc);                                                            \
 }
 
-// Bucket sums by batch-affine additions: each thread steps B runs of points side by side,
-// adding one point to each run's affine sum a step, and the step's B slopes share one
-// inversion (Montgomery's trick): 5 products and a squaring an addition, and 1/B of an
-// inversion, where an XYZZ addition costs 8 and 2. A thread takes B / parts tasks, each split
+// Bucket sums by batch-affine additions over a quadratic extension (G2): each thread steps B
+// runs of points side by side, adding one point to each run's affine sum a step, and the
+// step's B slopes share one inversion in the base field (Montgomery's trick over the
+// denominators' norms, d^-1 = conj(d) / N(d)): 2 extension products, a squaring, two norms and
+// 5 base-field products an addition, and 1/B of an inversion, where an XYZZ addition costs 8
+// extension products and 2 squarings. A thread takes B / parts tasks, each split
 // into `parts` runs of nearly equal length (so that there are threads enough to fill the GPU
 // when tasks are few and long), and adds each task's run sums at the end. Thread x of a block
 // of w threads takes the task slots x + j·w of the block's run of w·B / parts slots: tasks of
 // nearly equal lengths (longest first). A step adds P to A by the slope (y_P - y_A) /
 // (x_P - x_A); P = A doubles by 3x_A^2 / 2y_A; P = -A leaves the identity; a sum that is the
 // identity takes P as it is.
-#define MSM_TASK_SUMS_AFFINE(NAME, AFF, JAC, P, F, FT, LAUNCH, B)                               \
+#define MSM_TASK_SUMS_AFFINE(NAME, AFF, JAC, P, F, FT, BF, BT, LAUNCH, B)                       \
 KERNEL void LAUNCH msm_task_sums_affine##B##_##NAME(                                            \
     const AFF* __restrict__ bases, const uint* __restrict__ sorted,                             \
     const uint* __restrict__ offsets, const uint* __restrict__ counts,                          \
@@ -417,7 +426,8 @@ KERNEL void LAUNCH msm_task_sums_affine##B##_##NAME(                            
   const uint per_thread = B / parts;                                                            \
   const uint first = blockIdx.x * blockDim.x * per_thread + threadIdx.x;                        \
   const FT zero = F(ZERO);                                                                      \
-  FT ax[B], ay[B], pre[B];                                                                      \
+  FT ax[B], ay[B];                                                                              \
+  BT pre[B], nrm[B];                                                                            \
   uint pos[B], end[B];                                                                          \
   unsigned long long held = 0; /* bit k: run k's sum is a point, not the identity */            \
   _Pragma("unroll 1") for (uint k = 0; k < B; k++) {                                            \
@@ -441,14 +451,17 @@ KERNEL void LAUNCH msm_task_sums_affine##B##_##NAME(                            
       vals[k] = sorted[pos[k]];                                                                 \
     }                                                                                           \
     if (!active) break;                                                                         \
-    /* Forward: each run's denominator, and pre[k] = the product of those before it. */         \
+    /* Forward: each run's denominator d, its norm nrm[k], and pre[k] = the product of the */   \
+    /* norms before it. */                                                                      \
     unsigned long long adding = 0, doubling = 0;                                                \
     int lowest = -1;                                                                            \
-    FT run = F(ONE);                                                                            \
+    BT run = BF(ONE);                                                                           \
     _Pragma("unroll 1") for (uint k = 0; k < B; k++) {                                          \
       if (pos[k] >= end[k]) continue;                                                           \
       const uint v = vals[k];                                                                   \
       /* x alone; y only where it is needed: a first point, x_P = x_A, or x_P = 0 */            \
+      if (k + 1 < B && pos[k + 1] < end[k + 1]) /* the next run's x, on its way meanwhile */    \
+        msm_prefetch(&bases[vals[k + 1] & 0x7fffffffu], sizeof(FT));                            \
       const AFF* b = &bases[v & 0x7fffffffu];                                                   \
       const FT px = b->x;                                                                       \
       if (F(eq)(px, zero) && F(eq)(b->y, zero)) { pos[k]++; continue; } /* the identity */      \
@@ -468,16 +481,20 @@ KERNEL void LAUNCH msm_task_sums_affine##B##_##NAME(                            
       } else {                                                                                  \
         adding |= 1ull << k;                                                                    \
       }                                                                                         \
-      if (lowest < 0) { lowest = k; run = den; }                                                \
-      else { pre[k] = run; run = F(mul)(run, den); }                                            \
+      const BT norm = F(norm)(den);                                                             \
+      nrm[k] = norm;                                                                            \
+      if (lowest < 0) { lowest = k; run = norm; }                                               \
+      else { pre[k] = run; run = BF(mul)(run, norm); }                                          \
     }                                                                                           \
     if (lowest < 0) continue;                                                                   \
-    /* Backward: inv = 1 / (the denominators of runs <= k), peeled one run at a time. */        \
-    FT inv = F(inverse_vartime)(run);                                                           \
+    /* Backward: inv = 1 / (the norms of runs <= k), peeled one run at a time. */               \
+    BT inv = BF(inverse_vartime)(run);                                                          \
     _Pragma("unroll 1") for (int k = B - 1; k >= lowest; k--) {                                 \
       const unsigned long long bit = 1ull << k;                                                 \
       if (!((adding | doubling) & bit)) continue;                                               \
       const uint v = vals[k];                                                                   \
+      if (k > lowest && ((adding | doubling) >> (k - 1)) & 1ull) /* the next run's point */     \
+        msm_prefetch(&bases[vals[k - 1] & 0x7fffffffu], sizeof(AFF));                           \
       AFF p = bases[v & 0x7fffffffu];                                                           \
       if (v >> 31) p.y = F(sub)(zero, p.y);                                                     \
       FT num, den;                                                                              \
@@ -489,12 +506,12 @@ KERNEL void LAUNCH msm_task_sums_affine##B##_##NAME(                            
         num = F(sub)(p.y, ay[k]);                                                               \
         den = F(sub)(p.x, ax[k]);                                                               \
       }                                                                                         \
-      FT slope_inv = inv;                                                                       \
+      BT norm_inv = inv;                                                                        \
       if (k != lowest) {                                                                        \
-        slope_inv = F(mul)(inv, pre[k]);                                                        \
-        inv = F(mul)(inv, den);                                                                 \
+        norm_inv = BF(mul)(inv, pre[k]);                                                        \
+        inv = BF(mul)(inv, nrm[k]);                                                             \
       }                                                                                         \
-      const FT lambda = F(mul)(num, slope_inv);                                                 \
+      const FT lambda = F(mul)(num, F(conjugate_times)(den, norm_inv));                         \
       const FT x = F(sub)(F(sub)(F(sqr)(lambda), ax[k]), (doubling & bit) ? ax[k] : p.x);       \
       ay[k] = F(sub)(F(mul)(lambda, F(sub)(ax[k], x)), ay[k]);                                  \
       ax[k] = x;                                                                                \
@@ -682,6 +699,6 @@ MSM_PRECOMPUTE(g1, G1_AFFINE, G1_JACOBIAN, ZK_FPC, FP)
 MSM_PRECOMPUTE(g2, G2_AFFINE, G2_JACOBIAN, ZK_FP2Z, FP2)
 // G2's batch-affine bucket sums, 16, 32 or 64 runs a thread (kernels.rs picks one).
 MSM_AFFINE_SUM(g2, G2_AFFINE, G2_JACOBIAN, FP2)
-MSM_TASK_SUMS_AFFINE(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, ZK_FP2Z, FP2, MSM_LAUNCH_G2, 16)
-MSM_TASK_SUMS_AFFINE(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, ZK_FP2Z, FP2, MSM_LAUNCH_G2, 32)
-MSM_TASK_SUMS_AFFINE(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, ZK_FP2Z, FP2, MSM_LAUNCH_G2, 64)
+MSM_TASK_SUMS_AFFINE(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, ZK_FP2Z, FP2, ZK_FPC, FP, MSM_LAUNCH_G2, 16)
+MSM_TASK_SUMS_AFFINE(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, ZK_FP2Z, FP2, ZK_FPC, FP, MSM_LAUNCH_G2, 32)
+MSM_TASK_SUMS_AFFINE(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, ZK_FP2Z, FP2, ZK_FPC, FP, MSM_LAUNCH_G2, 64)

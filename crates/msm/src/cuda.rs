@@ -279,12 +279,19 @@ impl std::fmt::Debug for KeptWorkspace {
 }
 
 impl CudaMsm {
-    /// The MSM on `ctx`'s device (loads the kernels).
+    /// The MSM on `ctx`'s device (loads the kernels, sized for all of its memory).
     pub fn new(ctx: &Arc<Context>) -> Result<Self, CudaError> {
+        Self::for_memory(ctx, ctx.info().total_memory)
+    }
+
+    /// The MSM on `ctx`'s device for work that may use `memory` bytes of it (a VRAM cap):
+    /// G2's bucket kernel is the largest batch whose local memory fits
+    /// ([`MsmKernels::for_memory`]).
+    pub fn for_memory(ctx: &Arc<Context>, memory: usize) -> Result<Self, CudaError> {
         Ok(Self {
             ctx: Arc::clone(ctx),
             stream: Stream::new(ctx)?,
-            k: MsmKernels::load(ctx)?,
+            k: MsmKernels::for_memory(ctx, memory)?,
             window: None,
             kept: None,
         })
@@ -562,6 +569,11 @@ impl CudaMsm {
             );
         }
         Ok(sum)
+    }
+
+    /// The runs a thread of G2's bucket sums steps side by side (1: XYZZ additions).
+    pub fn g2_batch(&self) -> u32 {
+        self.k.g2_batch()
     }
 
     pub(crate) fn kernels(&self) -> &MsmKernels {

@@ -209,19 +209,19 @@ fn grid_of(m: usize, block: u32) -> Result<LaunchConfig, CudaError> {
     })
 }
 
-/// Runs a thread of `curve`'s bucket sums steps side by side by batch-affine additions, or 1
-/// for XYZZ additions: G2's default is [`G2_AFFINE_BATCH`]; `ZKPIPE_MSM_G2_BATCH=1` (XYZZ), 16,
-/// 32 or 64 overrides it, for comparisons. G1's stay XYZZ: an Fp2 inversion is one Fp
-/// inversion and a few products, so against the products of an addition an inversion
-/// weighs about three times as much in G1 as in G2 (no batch-affine G1 kernel was measured).
-fn affine_batch(curve: &str) -> Result<u32, CudaError> {
+/// The runs a thread of `curve`'s bucket sums steps side by side, when
+/// `ZKPIPE_MSM_G2_BATCH=1` (XYZZ additions), 16, 32 or 64 sets it for G2 (for comparisons);
+/// `None` otherwise. G1's stay XYZZ: an Fp2 inversion is one Fp inversion and a few
+/// products, so against the products of an addition an inversion weighs about three times as
+/// much in G1 as in G2 (no batch-affine G1 kernel was measured).
+fn batch_setting(curve: &str) -> Result<Option<u32>, CudaError> {
     if curve != "g2" {
-        return Ok(1);
+        return Ok(Some(1));
     }
     match std::env::var("ZKPIPE_MSM_G2_BATCH") {
-        Err(_) => Ok(G2_AFFINE_BATCH),
+        Err(_) => Ok(None),
         Ok(v) => match v.parse::<u32>() {
-            Ok(b @ (1 | 16 | 32 | 64)) => Ok(b),
+            Ok(b @ (1 | 16 | 32 | 64)) => Ok(Some(b)),
             _ => Err(CudaError::Setting {
                 name: "ZKPIPE_MSM_G2_BATCH",
                 value: v,
@@ -231,8 +231,38 @@ fn affine_batch(curve: &str) -> Result<u32, CudaError> {
     }
 }
 
-/// The runs a thread of G2's batch-affine bucket sums steps side by side.
-pub const G2_AFFINE_BATCH: u32 = 32;
+/// G2's batch-affine bucket kernels, largest batch first: the more runs a thread steps side
+/// by side, the fewer inversions an addition, and the more local memory a thread, which the
+/// driver sets aside for every thread the device can hold.
+pub const G2_AFFINE_BATCHES: [u32; 3] = [64, 32, 16];
+
+/// The share of the memory a device's work may use that the bucket kernel's local memory may
+/// take: one eighth.
+const LOCAL_SHARE: usize = 8;
+
+/// The bucket-sum kernel for `name` and its batch: the batch `setting` names, else (G2) the
+/// largest of [`G2_AFFINE_BATCHES`] whose local memory fits in 1/[`LOCAL_SHARE`] of `memory`,
+/// else XYZZ additions.
+fn bucket_kernel(
+    m: &Arc<Module>,
+    name: &str,
+    setting: Option<u32>,
+    memory: usize,
+) -> Result<(Function, u32), CudaError> {
+    let affine = |b: u32| m.function(&format!("msm_task_sums_affine{b}_{name}"));
+    match setting {
+        Some(1) => return Ok((m.function(&format!("msm_task_sums_{name}"))?, 1)),
+        Some(b) => return Ok((affine(b)?, b)),
+        None => {}
+    }
+    for b in G2_AFFINE_BATCHES {
+        let f = affine(b)?;
+        if f.local_reservation() <= memory / LOCAL_SHARE {
+            return Ok((f, b));
+        }
+    }
+    Ok((m.function(&format!("msm_task_sums_{name}"))?, 1))
+}
 
 impl CurveKernels {
     /// The most local memory the driver sets aside for any of these kernels.
@@ -261,20 +291,26 @@ impl MsmKernels {
         self.g1.local_reservation().max(self.g2.local_reservation())
     }
 
-    /// Loads the kernels on `ctx`'s device.
+    /// The runs a thread of G2's bucket sums steps side by side (1: XYZZ additions).
+    pub fn g2_batch(&self) -> u32 {
+        self.g2.task_batch
+    }
+
+    /// Loads the kernels on `ctx`'s device, sized for all of its memory.
     pub fn load(ctx: &Arc<Context>) -> Result<Self, CudaError> {
+        Self::for_memory(ctx, ctx.info().total_memory)
+    }
+
+    /// Loads the kernels on `ctx`'s device for work that may use `memory` bytes of it (a VRAM
+    /// cap): G2's bucket kernel is the one whose local memory fits (`bucket_kernel`).
+    pub fn for_memory(ctx: &Arc<Context>, memory: usize) -> Result<Self, CudaError> {
         let m = Module::load(ctx, &IMAGE)?;
         let curve = |name: &str| -> Result<CurveKernels, CudaError> {
             // The bucket kernels keep an accumulator a thread in shared memory, sized for
             // BUCKET_BLOCK threads (their launch bounds), and never take more threads than the
             // device's registers allow them (the driver's limit for this image).
             let preferred = BUCKET_BLOCK;
-            let task_batch = affine_batch(name)?;
-            let task_sums = if task_batch > 1 {
-                m.function(&format!("msm_task_sums_affine{task_batch}_{name}"))?
-            } else {
-                m.function(&format!("msm_task_sums_{name}"))?
-            };
+            let (task_sums, task_batch) = bucket_kernel(&m, name, batch_setting(name)?, memory)?;
             let ones = m.function(&format!("msm_ones_{name}"))?;
             let limit = task_sums
                 .max_threads_per_block()

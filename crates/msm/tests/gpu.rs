@@ -214,6 +214,56 @@ fn g2_matches_blst() {
     let _ = G2Projective::identity();
 }
 
+/// G2's bucket kernel follows the memory the work may use: XYZZ additions for a few MiB, the
+/// largest batch for a terabyte, never a smaller batch for more memory; each kernel chosen sums
+/// as blst does, edge cases included.
+#[test]
+fn g2_batch_follows_the_memory_given() {
+    let Some((ctx, _, seed)) = setup() else {
+        return;
+    };
+    if std::env::var_os("ZKPIPE_MSM_G2_BATCH").is_some() {
+        println!("ZKPIPE_MSM_G2_BATCH is set: it, not the memory, picks the batch");
+        return;
+    }
+    let batches: Vec<(usize, u32)> = (26..=40)
+        .map(|shift| {
+            let memory = 1usize << shift;
+            (
+                memory,
+                CudaMsm::for_memory(&ctx, memory).unwrap().g2_batch(),
+            )
+        })
+        .collect();
+    println!("(memory, batch): {batches:?}");
+    assert!(batches.windows(2).all(|w| w[0].1 <= w[1].1), "{batches:?}");
+    assert_eq!(batches.first().map(|b| b.1), Some(1));
+    assert_eq!(batches.last().map(|b| b.1), Some(64));
+    let cpu = CpuMsm::new();
+    let n = 3000;
+    let mut points = g2_points(n, seed ^ 0xba7c);
+    let mut s = scalars(n, seed ^ 0xba7d);
+    plant_edge_cases(&mut points, &mut s, G2Affine::identity(), |p| {
+        (-G2Projective::from(p)).to_affine()
+    });
+    let bases = Bases::new(points).unwrap();
+    let expect = cpu.g2(&bases, &s, None).unwrap();
+    let mut seen = Vec::new();
+    for (memory, batch) in batches {
+        if seen.contains(&batch) {
+            continue;
+        }
+        seen.push(batch);
+        let gpu = CudaMsm::for_memory(&ctx, memory).unwrap();
+        let dev = gpu.upload_bases::<G2>(&bases).unwrap();
+        assert_eq!(
+            gpu.msm::<G2>(&dev, &s, ScalarKind::Dense).unwrap(),
+            expect,
+            "batch {batch}"
+        );
+    }
+}
+
 #[test]
 fn boolean_scalars_density_and_resident_reuse() {
     let Some((_ctx, gpu, seed)) = setup() else {

@@ -70,6 +70,9 @@ pub(crate) struct DeviceShared {
     pub ctx: Arc<Context>,
     pub lock: Arc<GpuLock>,
     pub budget: VramBudget,
+    /// The device memory the MSM kernels are sized for (the cap, or all of it): the workers'
+    /// MSMs load the same G2 bucket kernel that the margin was computed for.
+    pub msm_memory: usize,
     pub pinned: PinnedPool,
     pub g2_on_gpu: bool,
     pub keep_resident: bool,
@@ -106,8 +109,12 @@ const DRIVER_ROOM: usize = 512 << 20;
 /// The VRAM left out of the budget: `margin`, or the MSM kernels' local memory (which the
 /// driver sets aside at their first launch, outside any grant) plus [`DRIVER_ROOM`] when that
 /// is more.
-fn margin_for(ctx: &Arc<Context>, margin: usize) -> Result<usize, zkpipe_msm::CudaError> {
-    let local = zkpipe_msm::kernels::MsmKernels::load(ctx)?.local_reservation();
+fn margin_for(
+    ctx: &Arc<Context>,
+    margin: usize,
+    msm_memory: usize,
+) -> Result<usize, zkpipe_msm::CudaError> {
+    let local = zkpipe_msm::kernels::MsmKernels::for_memory(ctx, msm_memory)?.local_reservation();
     let chosen = margin.max(local + DRIVER_ROOM);
     tracing::debug!(margin, local, chosen, "VRAM margin");
     Ok(chosen)
@@ -115,7 +122,11 @@ fn margin_for(ctx: &Arc<Context>, margin: usize) -> Result<usize, zkpipe_msm::Cu
 
 impl DeviceShared {
     pub fn new(ctx: Arc<Context>, setup: DeviceSetup) -> Result<Self, zkpipe_msm::CudaError> {
-        let budget = VramBudget::from_device(&ctx, margin_for(&ctx, setup.margin)?, setup.cap)?;
+        let msm_memory = setup
+            .cap
+            .map_or(ctx.info().total_memory, |c| c.min(ctx.info().total_memory));
+        let margin = margin_for(&ctx, setup.margin, msm_memory)?;
+        let budget = VramBudget::from_device(&ctx, margin, setup.cap)?;
         let pinned = PinnedPool::new(&ctx, setup.pinned_bytes.max(2 * STAGE_CHUNK * FR));
         let m = ctx.mem_info()?;
         Ok(Self {
@@ -123,6 +134,7 @@ impl DeviceShared {
             baseline_used: m.total - m.free,
             ctx,
             budget,
+            msm_memory,
             pinned,
             g2_on_gpu: setup.g2_on_gpu,
             keep_resident: setup.keep_resident,
@@ -361,8 +373,10 @@ impl GpuWorker {
         Ok(Self {
             copy: Stream::new(&dev.ctx).map_err(|e| ProveError::device(d, e))?,
             ntt: CudaNtt::for_memory(&dev.ctx, memory).map_err(|e| ProveError::device(d, e))?,
-            msm: CudaMsm::new(&dev.ctx).map_err(|e| ProveError::device(d, e))?,
-            side: CudaMsm::new(&dev.ctx).map_err(|e| ProveError::device(d, e))?,
+            msm: CudaMsm::for_memory(&dev.ctx, dev.msm_memory)
+                .map_err(|e| ProveError::device(d, e))?,
+            side: CudaMsm::for_memory(&dev.ctx, dev.msm_memory)
+                .map_err(|e| ProveError::device(d, e))?,
             tables: Mutex::new(HashMap::new()),
             deadline: Mutex::new(None),
             dev,

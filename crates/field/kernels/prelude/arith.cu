@@ -229,8 +229,9 @@ ZK_MUL_CIOS(fp, FP, FP_, 12)
     }                                                                              \
     acc[i + j - down] = addc(acc[i + j - down], 0);                                \
   }                                                                                \
-  DEVICE inline T zk_##n##_sqr(T a) {                                              \
-    uint32_t t[2 * L], u[2 * L];                                                   \
+  /* a^2 at double width, into u[0..2L). */                                       \
+  DEVICE inline void zk_##n##_sqr_wide(T a, uint32_t* u) {                         \
+    uint32_t t[2 * L];                                                             \
     _Pragma("unroll") for (int k = 0; k < 2 * L; k++) {                            \
       t[k] = 0;                                                                    \
       u[k] = 0;                                                                    \
@@ -252,6 +253,10 @@ ZK_MUL_CIOS(fp, FP, FP_, 12)
     }                                                                              \
     u[2 * L - 2] = madloc_cc(a.val[L - 1], a.val[L - 1], u[2 * L - 2]);            \
     u[2 * L - 1] = madhic(a.val[L - 1], a.val[L - 1], u[2 * L - 1]);               \
+  }                                                                                \
+  DEVICE inline T zk_##n##_sqr(T a) {                                              \
+    uint32_t u[2 * L];                                                             \
+    zk_##n##_sqr_wide(a, u);                                                       \
     return zk_##n##_redc(u);                                                       \
   }
 

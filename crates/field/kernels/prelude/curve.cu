@@ -7,7 +7,8 @@
 //   than the branch-free ones.
 // - G2 (ZK_FP2Z): zkpipe's Fp2 (fp2.cu), a·b - c·d with two reductions (zk_fp2_mul_sub).
 // An op set names: ZERO, ONE, eq, add, sub, double, mul, sqr, mul_sub (a·b - c·d), inverse,
-// inverse_vartime (for values that are not secret).
+// inverse_vartime (for values that are not secret); Fp2's also norm (into Fp) and
+// conjugate_times (the conjugate times an Fp element).
 __noinline__ DEVICE FP zk_fp_mul_cios_call(FP a, FP b) { return zk_fp_mul_cios(a, b); }
 __noinline__ DEVICE FP zk_fp_sqr_call(FP a) { return zk_fp_sqr(a); }
 // a·b - c·d with one Montgomery reduction: both products at double width, their difference
@@ -43,6 +44,8 @@ __noinline__ DEVICE FP zk_fp_mul_sub_call(FP a, FP b, FP c, FP d) {
 #define ZK_FP2Z_mul_sub zk_fp2_mul_sub
 #define ZK_FP2Z_inverse zk_fp2_inverse
 #define ZK_FP2Z_inverse_vartime zk_fp2_inverse_vartime
+#define ZK_FP2Z_norm zk_fp2_norm
+#define ZK_FP2Z_conjugate_times zk_fp2_conjugate_times
 #define ZK_FP2Z(f) ZK_FP2Z_##f
 
 // XYZZ accumulators (x = X/ZZ, y = Y/ZZZ, ZZ^3 = ZZZ^2; ZZ = 0 is the identity): a mixed

@@ -119,9 +119,14 @@ __noinline__ DEVICE FP zk_fp_inverse(FP a) {
   return r;
 }
 // The norm a0^2 + a1^2 of a in Fp, and the conjugate of a times t: a^-1 is the conjugate
-// times the norm's inverse.
-DEVICE inline FP zk_fp2_norm(FP2 a) {
-  return zk_fp_add(zk_fp_mul_call(a.c0, a.c0), zk_fp_mul_call(a.c1, a.c1));
+// times the norm's inverse. The norm takes both squares at double width and reduces their
+// sum (below 2p^2 < p·2^384) once.
+__noinline__ DEVICE FP zk_fp2_norm(FP2 a) {
+  zk_fpw s, t;
+  zk_fp_sqr_wide(a.c0, s.v);
+  zk_fp_sqr_wide(a.c1, t.v);
+  zk_fpw_add(s.v, t.v);
+  return zk_fp_redc(s.v);
 }
 DEVICE inline FP2 zk_fp2_conjugate_times(FP2 a, FP t) {
   FP2 r;
@@ -149,7 +154,8 @@ DEVICE inline int zk_by_divsteps(int delta, uint32_t f, uint32_t g, int32_t m[4]
   int32_t u = 1, v = 0, q = 0, r = 1;
   int i = 0;
   for (;;) {
-    const int z = __ffs(g | (1u << (ZK_BY_STEPS - i))) - 1;
+    /* z: g's trailing zeros (the position of its lowest set bit), at most the steps left */
+    const int z = (int)min((uint32_t)(31 - __clz(g & (0u - g))), (uint32_t)(ZK_BY_STEPS - i));
     g >>= z;
     u = (int32_t)((uint32_t)u << z);
     v = (int32_t)((uint32_t)v << z);
