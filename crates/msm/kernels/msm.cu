@@ -381,13 +381,6 @@ KERNEL void msm_task_keys(const uint* __restrict__ counts, const uint* __restric
     partial[g] = zk_xyzz_to_jac_##NAME(*acc);                                                  \
   }
 
-// A hint that the `bytes` at p will be read soon: their lines are brought into L2 meanwhile.
-DEVICE inline void msm_prefetch(const void* p, uint bytes) {
-  const char* c = (const char*)p;
-  for (uint o = 0; o < bytes; o += 64) asm volatile("prefetch.global.L2 [%0];" ::"l"(c + o));
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(c + bytes - 1));
-}
-
 // The sum of the affine points ax[k], ay[k] for k in [lo, hi) whose bit in held is set.
 #define MSM_AFFINE_SUM(NAME, AFF, JAC, FT)                                                      \
 __noinline__ DEVICE JAC msm_affine_sum_##NAME(const FT* ax, const FT* ay,                       \
@@ -460,8 +453,6 @@ KERNEL void LAUNCH msm_task_sums_affine##B##_##NAME(                            
       if (pos[k] >= end[k]) continue;                                                           \
       const uint v = vals[k];                                                                   \
       /* x alone; y only where it is needed: a first point, x_P = x_A, or x_P = 0 */            \
-      if (k + 1 < B && pos[k + 1] < end[k + 1]) /* the next run's x, on its way meanwhile */    \
-        msm_prefetch(&bases[vals[k + 1] & 0x7fffffffu], sizeof(FT));                            \
       const AFF* b = &bases[v & 0x7fffffffu];                                                   \
       const FT px = b->x;                                                                       \
       if (F(eq)(px, zero) && F(eq)(b->y, zero)) { pos[k]++; continue; } /* the identity */      \
@@ -493,8 +484,6 @@ KERNEL void LAUNCH msm_task_sums_affine##B##_##NAME(                            
       const unsigned long long bit = 1ull << k;                                                 \
       if (!((adding | doubling) & bit)) continue;                                               \
       const uint v = vals[k];                                                                   \
-      if (k > lowest && ((adding | doubling) >> (k - 1)) & 1ull) /* the next run's point */     \
-        msm_prefetch(&bases[vals[k - 1] & 0x7fffffffu], sizeof(AFF));                           \
       AFF p = bases[v & 0x7fffffffu];                                                           \
       if (v >> 31) p.y = F(sub)(zero, p.y);                                                     \
       FT num, den;                                                                              \

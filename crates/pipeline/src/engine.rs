@@ -74,7 +74,8 @@ pub struct Config {
     /// beside the budget's grants (taken off the cap too). Default 1 GiB; never less than the
     /// MSM kernels' local memory (which the driver sets aside at their first launch: the
     /// most local memory a thread of one of them uses, for every thread the device holds)
-    /// plus 512 MiB.
+    /// plus 512 MiB, except against a cap below four times that, which stands for a card too
+    /// small for the kernels: such a cap bounds the grants less this margin alone.
     #[serde(deserialize_with = "crate::config_file::de_bytes")]
     pub vram_margin: usize,
     /// The device memory to behave as if the card had no more (a 16 GiB card on a larger

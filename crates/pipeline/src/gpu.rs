@@ -106,18 +106,42 @@ pub(crate) struct DeviceSetup {
 /// kernels: the context, the modules' code and constants, the streams.
 const DRIVER_ROOM: usize = 512 << 20;
 
-/// The VRAM left out of the budget: `margin`, or the MSM kernels' local memory (which the
-/// driver sets aside at their first launch, outside any grant) plus [`DRIVER_ROOM`] when that
-/// is more.
-fn margin_for(
-    ctx: &Arc<Context>,
-    margin: usize,
-    msm_memory: usize,
-) -> Result<usize, zkpipe_msm::CudaError> {
+/// The VRAM the driver takes beside the budget's grants: the MSM kernels' local memory (which
+/// it sets aside at their first launch, outside any grant) plus [`DRIVER_ROOM`].
+fn driver_floor(ctx: &Arc<Context>, msm_memory: usize) -> Result<usize, zkpipe_msm::CudaError> {
     let local = zkpipe_msm::kernels::MsmKernels::for_memory(ctx, msm_memory)?.local_reservation();
-    let chosen = margin.max(local + DRIVER_ROOM);
-    tracing::debug!(margin, local, chosen, "VRAM margin");
-    Ok(chosen)
+    Ok(local + DRIVER_ROOM)
+}
+
+/// The budget of `ctx`'s device: its free memory less the margin, the margin never less than
+/// the driver's floor ([`driver_floor`]); with a cap, no more than the cap less the same
+/// margin, so that everything stays within the card the cap stands for. A cap below four
+/// times the floor stands for a card too small for the kernels' local memory: it then bounds
+/// the grants less the configured margin alone (a warning says so), which is what tests of
+/// small plans want.
+fn budget_for(
+    ctx: &Arc<Context>,
+    setup: &DeviceSetup,
+    msm_memory: usize,
+) -> Result<VramBudget, zkpipe_msm::CudaError> {
+    let floor = driver_floor(ctx, msm_memory)?;
+    let margin = setup.margin.max(floor);
+    let cap = setup.cap.map(|c| match c >= 4 * floor {
+        true => (c, margin),
+        false => {
+            tracing::warn!(
+                cap = c,
+                floor,
+                margin = setup.margin,
+                "VRAM cap below four times the driver's floor (the MSM kernels' local memory \
+                 and the context): the cap bounds the grants less the configured margin, and \
+                 the driver's memory lies outside it"
+            );
+            (c, setup.margin)
+        }
+    });
+    tracing::debug!(margin = setup.margin, floor, ?cap, "VRAM margins");
+    Ok(VramBudget::from_device_within(ctx, margin, cap)?)
 }
 
 impl DeviceShared {
@@ -125,8 +149,7 @@ impl DeviceShared {
         let msm_memory = setup
             .cap
             .map_or(ctx.info().total_memory, |c| c.min(ctx.info().total_memory));
-        let margin = margin_for(&ctx, setup.margin, msm_memory)?;
-        let budget = VramBudget::from_device(&ctx, margin, setup.cap)?;
+        let budget = budget_for(&ctx, &setup, msm_memory)?;
         let pinned = PinnedPool::new(&ctx, setup.pinned_bytes.max(2 * STAGE_CHUNK * FR));
         let m = ctx.mem_info()?;
         Ok(Self {

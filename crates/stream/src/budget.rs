@@ -77,10 +77,23 @@ impl VramBudget {
         margin: usize,
         cap: Option<usize>,
     ) -> zkpipe_cuda::Result<Self> {
+        Self::from_device_within(ctx, margin, cap.map(|c| (c, margin)))
+    }
+
+    /// A budget of the device's free memory less `margin`, and, when `cap` = (bytes, cap
+    /// margin) is given, of no more than bytes less the cap margin: the device's margin keeps
+    /// the grants and what the driver allocates beside them within the real device, the cap's
+    /// keeps them within the card the cap stands for.
+    pub fn from_device_within(
+        ctx: &Arc<Context>,
+        margin: usize,
+        cap: Option<(usize, usize)>,
+    ) -> zkpipe_cuda::Result<Self> {
         // A driver without stream-ordered pools has nothing to trim.
         let _ = ctx.trim_async_pool(0);
         let free = ctx.mem_info()?.free;
-        let capacity = cap.map_or(free, |c| c.min(free)).saturating_sub(margin);
+        let on_device = free.saturating_sub(margin);
+        let capacity = cap.map_or(on_device, |(c, m)| c.saturating_sub(m).min(on_device));
         tracing::info!(
             device = ctx.ordinal(),
             capacity,

@@ -193,5 +193,19 @@ fn budget_from_device_respects_margin_and_cap() {
         (16usize << 30) - (1 << 30),
         "a 141 GB card capped to 16 GiB behaves as 16 GiB, the margin off it"
     );
+    // Two margins: the cap's (here small) and the device's (here large); the lesser bound wins.
+    let both = VramBudget::from_device_within(&ctx, 1 << 30, Some((64 << 20, 0))).unwrap();
+    assert_eq!(
+        both.capacity(),
+        64 << 20,
+        "a small cap less its own margin of 0"
+    );
+    let device_bound =
+        VramBudget::from_device_within(&ctx, free - (32 << 20), Some((64 << 20, 0))).unwrap();
+    assert!(
+        device_bound.capacity() < 64 << 20,
+        "the device's margin leaves less than the cap: {}",
+        device_bound.capacity()
+    );
     let _ = Arc::new(capped);
 }

@@ -154,8 +154,7 @@ DEVICE inline int zk_by_divsteps(int delta, uint32_t f, uint32_t g, int32_t m[4]
   int32_t u = 1, v = 0, q = 0, r = 1;
   int i = 0;
   for (;;) {
-    /* z: g's trailing zeros (the position of its lowest set bit), at most the steps left */
-    const int z = (int)min((uint32_t)(31 - __clz(g & (0u - g))), (uint32_t)(ZK_BY_STEPS - i));
+    const int z = __ffs(g | (1u << (ZK_BY_STEPS - i))) - 1;
     g >>= z;
     u = (int32_t)((uint32_t)u << z);
     v = (int32_t)((uint32_t)v << z);
