@@ -14,16 +14,33 @@ DEVICE inline uint msm_bits(const FR* e, uint pos, uint c) {
   return (uint)(v >> off) & ((1u << c) - 1u);
 }
 
-// The signed digits of scalar e, written for entry i of n: window w gives key
+// A scalar s and r - s have the same digits up to sign, s·P being (r - s)·(-P): e becomes the
+// smaller of the two, below r/2 < 2^254, and the result says whether it is r - s (1) or s (0).
+// Windows of c bits then hold it when nw·c >= 255, one fewer than 256 bits need at c = 15
+// and c = 17.
+DEVICE inline uint msm_fold_sign(FR* e) {
+  const FR t = zk_fr_sub(FR_(ZERO), *e);  // r - e, and 0 for e = 0
+  zk_sub_cc(t.val[0], e->val[0]);
+#pragma unroll
+  for (int i = 1; i < 8; i++) zk_subc_cc(t.val[i], e->val[i]);
+  if (!zk_subc(0, 0)) return 0;  // no borrow: r - e >= e
+  *e = t;
+  return 1;
+}
+
+// The signed digits of scalar s, written for entry i of n: window w gives key
 // set * buckets + (|digit| - 1) and value (`value` + copy * stride) | (negative << 31) at
-// w * n + i, or MSM_NO_KEY for a zero digit. Digits lie in [-2^(c-1), 2^(c-1)]; nw * c >= 256,
-// so the top window never carries. With precomputed multiples (copy j of the bases holding
-// 2^(c·j)·P, `stride` points apart), window w = set * copies + copy sums its digit times copy
-// `copy` into bucket set `set`: 2^(c·w)·P = 2^(c·copies·set)·(2^(c·copy)·P). Without them,
-// copies = 1 and every window is a set of its own.
-DEVICE inline void msm_digits_of(const FR e, uint i, uint n, uint c, uint nw, uint copies,
+// w * n + i, or MSM_NO_KEY for a zero digit. The digits are those of e = min(s, r - s)
+// (msm_fold_sign), negated when e = r - s. They lie in [-2^(c-1), 2^(c-1)]; e < 2^254 and
+// nw * c >= 255, so the top window's bits are below 2^(c-1) and it never carries. With
+// precomputed multiples (copy j of the bases holding 2^(c·j)·P, `stride` points apart),
+// window w = set * copies + copy sums its digit times copy `copy` into bucket set `set`:
+// 2^(c·w)·P = 2^(c·copies·set)·(2^(c·copy)·P). Without them, copies = 1 and every window is
+// a set of its own.
+DEVICE inline void msm_digits_of(FR e, uint i, uint n, uint c, uint nw, uint copies,
                                  uint stride, uint value, uint* __restrict__ keys,
                                  uint* __restrict__ vals) {
+  const uint flip = msm_fold_sign(&e);
   const uint half = 1u << (c - 1);
   uint carry = 0;
   for (uint w = 0; w < nw; w++) {
@@ -44,7 +61,7 @@ DEVICE inline void msm_digits_of(const FR e, uint i, uint n, uint c, uint nw, ui
     } else {
       const uint set = w / copies;
       keys[at] = set * half + (mag - 1);
-      vals[at] = (value + (w - set * copies) * stride) | (neg << 31);
+      vals[at] = (value + (w - set * copies) * stride) | ((neg ^ flip) << 31);
     }
   }
 }

@@ -53,7 +53,7 @@ pub enum CudaError {
     #[error("MSM bucket sort: {0}")]
     SortPass(&'static str),
     /// An unusable window configuration.
-    #[error("MSM: window of {c} bits with {nw} windows does not cover 256 bits")]
+    #[error("MSM: {nw} windows of {c} bits do not cover the scalars' 255 digit bits")]
     Window { c: u32, nw: u32 },
     /// Precomputed multiples in an unusable number of copies.
     #[error(

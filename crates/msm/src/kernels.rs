@@ -139,7 +139,7 @@ fn check_digit_outputs(
     let m = n * nw as usize;
     need("keys", keys.len(), m)?;
     need("values", vals.len(), m)?;
-    if !(2..=24).contains(&c) || nw * c < 256 {
+    if !(2..=24).contains(&c) || nw * c < crate::pippenger::DIGIT_BITS {
         return Err(CudaError::Window { c, nw });
     }
     if n >= 1 << 31 {
@@ -226,6 +226,27 @@ fn batch_setting(curve: &str) -> Result<Option<u32>, CudaError> {
                 name: "ZKPIPE_MSM_G2_BATCH",
                 value: v,
                 expected: "1, 16, 32 or 64",
+            }),
+        },
+    }
+}
+
+/// Threads an SM the batch-affine bucket sums split tasks into runs to fill (a few waves: with
+/// the longest tasks first, the last wave's short ones even out the SMs' ends; more waves
+/// mean shorter runs, and more run sums a task adds at its end).
+const FILL_PER_SM: usize = 1024;
+
+/// The threads an SM the batch-affine bucket sums fill: `ZKPIPE_MSM_G2_FILL` (for
+/// comparisons: 128 to 8192), else [`FILL_PER_SM`].
+fn fill_setting() -> Result<usize, CudaError> {
+    match std::env::var("ZKPIPE_MSM_G2_FILL") {
+        Err(_) => Ok(FILL_PER_SM),
+        Ok(v) => match v.parse::<usize>() {
+            Ok(f @ 128..=8192) => Ok(f),
+            _ => Err(CudaError::Setting {
+                name: "ZKPIPE_MSM_G2_FILL",
+                value: v,
+                expected: "threads an SM, from 128 to 8192",
             }),
         },
     }
@@ -319,7 +340,7 @@ impl MsmKernels {
             Ok(CurveKernels {
                 task_block,
                 task_batch,
-                fill_threads: ctx.info().sm_count.max(1) as usize * 1024,
+                fill_threads: ctx.info().sm_count.max(1) as usize * fill_setting()?,
                 sum_groups: m.function(&format!("msm_sum_groups_{name}"))?,
                 task_sums,
                 task_reduce: m.function(&format!("msm_task_reduce_{name}"))?,

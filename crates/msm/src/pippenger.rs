@@ -14,10 +14,11 @@ use crate::kernels::{scan_tiles, Copies, DensityMap, MsmKernels, SortPass, MAX_B
 
 /// The window width for n points.
 ///
-/// Only widths whose top window holds many real bits of a 255-bit scalar (4, 8, 16 and 20
-/// leave 3, 7, 15 and 15 there, and never carry out of it): a top window of few bits crowds
-/// the points into few buckets. Wider windows mean fewer bucket additions but more buckets to
-/// reduce and fewer points a bucket; 20 bits pay from 2^25 points on (benches/NOTES.md).
+/// The digits split min(s, r − s) < 2^254 ([`windows`]). Only widths whose top window holds
+/// many real bits of it (4, 8, 16 and 20 leave 2, 6, 14 and 14, and never carry out of it): a
+/// top window of few bits crowds the points into few buckets. Wider windows mean fewer bucket
+/// additions but more buckets to reduce and fewer points a bucket; 20 bits pay from 2^25
+/// points on (benches/NOTES.md).
 pub fn window_bits(n: usize) -> u32 {
     match n {
         0..1024 => 4,
@@ -46,6 +47,16 @@ const LARGE_WITH_MULTIPLES: usize = 1 << 27;
 /// From this many points on, 20-bit windows: 13 windows instead of 16, a fifth fewer bucket
 /// additions, with buckets of n / 2^19 points or more (benches/NOTES.md has the crossover).
 const LARGE: usize = 1 << 25;
+
+/// Bits the windows must cover: the digits split min(s, r − s), below r/2 < 2^254, and c-bit
+/// windows that cover 255 bits leave the top one's bits below 2^(c−1), so that a carry into
+/// it never carries out.
+pub const DIGIT_BITS: u32 = 255;
+
+/// The windows of c bits over a scalar.
+pub fn windows(c: u32) -> u32 {
+    DIGIT_BITS.div_ceil(c)
+}
 
 /// The window widths a caller may choose ([`crate::CudaMsm::with_window_bits`]): the digit
 /// kernel reads at most 24 bits, and wider windows' bucket sums would take gigabytes.
@@ -115,10 +126,10 @@ impl Plan {
         Self {
             n,
             c,
-            nw: 256u32.div_ceil(c),
+            nw: windows(c),
             copies: 1,
             buckets,
-            seg: segment(buckets, 256u32.div_ceil(c)),
+            seg: segment(buckets, windows(c)),
             t: ((n.max(1) as f64).sqrt().ceil() as u32)
                 .next_power_of_two()
                 .max(32),

@@ -2,7 +2,7 @@
 //! bitmaps; checked bases; bad input.
 
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
-use ff::Field;
+use ff::{Field, PrimeField};
 use group::prime::PrimeCurveAffine;
 use group::{Curve, Group};
 use rand::SeedableRng;
@@ -181,14 +181,37 @@ fn bad_input_is_an_error_naming_the_numbers() {
 
 #[test]
 fn window_widths_keep_the_top_window_balanced() {
+    // The digits split min(s, r − s), below 2^254.
     for n in [0usize, 1, 1000, 1024, 1 << 14, 1 << 20, 1 << 26] {
         let c = zkpipe_msm::window_bits(n);
-        let nw = 256u32.div_ceil(c);
-        let top_bits = 255 - (nw - 1) * c;
+        let nw = zkpipe_msm::windows(c);
+        let top_bits = 254 - (nw - 1) * c;
         assert!(
             top_bits >= c / 2 || c == 4,
             "n = {n}: c = {c} leaves {top_bits} bits in the top window"
         );
         assert!(top_bits < c, "the top window must not carry out");
     }
+}
+
+/// The bit length of a little-endian integer.
+fn bit_length(le: &[u8]) -> u32 {
+    le.iter()
+        .rposition(|&b| b != 0)
+        .map_or(0, |i| 8 * i as u32 + 8 - le[i].leading_zeros())
+}
+
+#[test]
+fn windows_cover_the_folded_scalars() {
+    // r/2 < 2^254: each width's windows hold 254 bits with the top one below 2^(c−1).
+    let half = -Scalar::ONE * Scalar::from(2u64).invert().unwrap(); // (r − 1)/2
+    let bits = bit_length(half.to_repr().as_ref());
+    assert_eq!(bits, 254, "(r − 1)/2 has 254 bits");
+    for c in zkpipe_msm::WINDOW_BITS {
+        let nw = zkpipe_msm::windows(c);
+        assert!(nw * c >= zkpipe_msm::DIGIT_BITS, "c = {c}");
+        let top_bits = bits.saturating_sub((nw - 1) * c);
+        assert!(top_bits < c, "c = {c}: the top window could carry out");
+    }
+    assert_eq!((zkpipe_msm::windows(16), zkpipe_msm::windows(17)), (16, 15));
 }

@@ -63,7 +63,8 @@ fn a_kept_workspace_serves_later_calls_of_either_curve_and_other_sizes() {
 }
 
 /// The edge cases, where there are at least 8 points: the identity, a zero scalar, r - 1, the
-/// same point and digit twice (an addition that must double), a point and its negation.
+/// same point and digit twice (an addition that must double), a point and its negation, and
+/// scalars either side of r/2 (where the digits switch from s to r − s, the point negated).
 fn plant_edge_cases<A: Copy>(
     points: &mut [A],
     s: &mut [Scalar],
@@ -80,6 +81,11 @@ fn plant_edge_cases<A: Copy>(
     s[4] = s[3];
     points[6] = neg(points[5]);
     s[6] = s[5];
+    let half = -Scalar::ONE * Scalar::from(2u64).invert().unwrap(); // (r - 1)/2
+    s[7] = half;
+    if let Some(x) = s.get_mut(8) {
+        *x = half + Scalar::ONE;
+    }
 }
 
 #[test]
@@ -123,6 +129,9 @@ fn every_window_width_gives_blst_sum() {
     s[1] = Scalar::ZERO;
     s[2] = -Scalar::ONE;
     (points[4], s[4]) = (points[3], s[3]);
+    // Either side of r/2, where the digits switch from s to r − s.
+    let half = -Scalar::ONE * Scalar::from(2u64).invert().unwrap();
+    (s[5], s[6]) = (half, half + Scalar::ONE);
     let bases = Bases::new(points).unwrap();
     let want = cpu.g1(&bases, &s, None).unwrap();
     let g2_bases = Bases::new(g2_points(500, seed ^ 2)).unwrap();
@@ -132,7 +141,7 @@ fn every_window_width_gives_blst_sum() {
         let dev = gpu.upload_bases::<G1>(&bases).unwrap();
         let got = gpu.msm::<G1>(&dev, &s, ScalarKind::Dense).unwrap();
         assert_eq!(got, want, "G1, {c}-bit windows");
-        if matches!(c, 13 | 16 | 20) {
+        if matches!(c, 13 | 15 | 16 | 17 | 20) {
             let dev = gpu.upload_bases::<G2>(&g2_bases).unwrap();
             let got = gpu.msm::<G2>(&dev, &s[..500], ScalarKind::Dense).unwrap();
             assert_eq!(got, g2_want, "G2, {c}-bit windows");
