@@ -15,15 +15,17 @@ use crate::kernels::{scan_tiles, Copies, DensityMap, MsmKernels, SortPass, MAX_B
 /// The window width for n points.
 ///
 /// The digits split min(s, r − s) < 2^254 ([`windows`]). Only widths whose top window holds
-/// many real bits of it (4, 8, 16 and 20 leave 2, 6, 14 and 14, and never carry out of it): a
-/// top window of few bits crowds the points into few buckets. Wider windows mean fewer bucket
-/// additions but more buckets to reduce and fewer points a bucket; 20 bits pay from 2^25
-/// points on (benches/NOTES.md).
+/// many real bits of it (4, 8, 16, 17 and 20 leave 2, 6, 14, 16 and 14, and never carry out of
+/// it): a top window of few bits crowds the points into few buckets. Wider windows mean fewer
+/// bucket additions but more buckets to reduce and fewer points a bucket: 17 bits (15 windows
+/// where 16 bits take 16) pay from 2^23 points on, 20 bits (13 windows) from 2^25
+/// (benches/NOTES.md).
 pub fn window_bits(n: usize) -> u32 {
     match n {
         0..1024 => 4,
         1024..16384 => 8,
-        16384..LARGE => 16,
+        16384..MID => 16,
+        MID..LARGE => 17,
         _ => 20,
     }
 }
@@ -44,8 +46,11 @@ const MID_WITH_MULTIPLES: usize = 1 << 24;
 /// From this many points on, 22-bit windows over bases with multiples.
 const LARGE_WITH_MULTIPLES: usize = 1 << 27;
 
-/// From this many points on, 20-bit windows: 13 windows instead of 16, a fifth fewer bucket
-/// additions, with buckets of n / 2^19 points or more (benches/NOTES.md has the crossover).
+/// From this many points on, 17-bit windows.
+const MID: usize = 1 << 23;
+
+/// From this many points on, 20-bit windows: 13 windows instead of 15, with buckets of
+/// n / 2^19 points or more (benches/NOTES.md has the crossover).
 const LARGE: usize = 1 << 25;
 
 /// Bits the windows must cover: the digits split min(s, r − s), below r/2 < 2^254, and c-bit

@@ -182,7 +182,17 @@ fn bad_input_is_an_error_naming_the_numbers() {
 #[test]
 fn window_widths_keep_the_top_window_balanced() {
     // The digits split min(s, r − s), below 2^254.
-    for n in [0usize, 1, 1000, 1024, 1 << 14, 1 << 20, 1 << 26] {
+    for n in [
+        0usize,
+        1,
+        1000,
+        1024,
+        1 << 14,
+        1 << 20,
+        1 << 23,
+        1 << 24,
+        1 << 26,
+    ] {
         let c = zkpipe_msm::window_bits(n);
         let nw = zkpipe_msm::windows(c);
         let top_bits = 254 - (nw - 1) * c;
