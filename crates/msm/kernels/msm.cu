@@ -418,11 +418,11 @@ __noinline__ DEVICE JAC msm_affine_sum_##NAME(const FT* ax, const FT* ay,       
 // step's B slopes share one inversion in the base field (Montgomery's trick over the
 // denominators' norms, d^-1 = conj(d) / N(d)): 2 extension products, a squaring, two norms and
 // 5 base-field products an addition, and 1/B of an inversion, where an XYZZ addition costs 8
-// extension products and 2 squarings. A thread takes B / parts tasks, each split
-// into `parts` runs of nearly equal length (so that there are threads enough to fill the GPU
-// when tasks are few and long), and adds each task's run sums at the end. Thread x of a block
-// of w threads takes the task slots x + j·w of the block's run of w·B / parts slots: tasks of
-// nearly equal lengths (longest first). A step adds P to A by the slope (y_P - y_A) /
+// extension products and 2 squarings. A thread takes per_thread tasks (per_thread · parts <=
+// B), each split into `parts` runs of nearly equal length (so that there are threads enough
+// to fill the GPU when tasks are few and long), and adds each task's run sums at the end.
+// Thread x of a block of w threads takes the task slots x + j·w of the block's run of
+// w·per_thread slots: tasks of nearly equal lengths (longest first). A step adds P to A by the slope (y_P - y_A) /
 // (x_P - x_A); P = A doubles by 3x_A^2 / 2y_A; P = -A leaves the identity; a sum that is the
 // identity takes P as it is.
 #define MSM_TASK_SUMS_AFFINE(NAME, AFF, JAC, P, F, FT, BF, BT, LAUNCH, B)                       \
@@ -431,16 +431,16 @@ KERNEL void LAUNCH msm_task_sums_affine##B##_##NAME(                            
     const uint* __restrict__ offsets, const uint* __restrict__ counts,                          \
     const uint* __restrict__ task_offsets, const uint* __restrict__ tasks, uint total, uint t,  \
     const uint* __restrict__ order, const uint* __restrict__ bucket_of, uint parts,             \
-    JAC* __restrict__ partial) {                                                                \
+    uint per_thread, JAC* __restrict__ partial) {                                               \
   const uint slots = task_offsets[total - 1] + tasks[total - 1];                                \
-  const uint per_thread = B / parts;                                                            \
+  const uint runs = per_thread * parts; /* at most B */                                         \
   const uint first = blockIdx.x * blockDim.x * per_thread + threadIdx.x;                        \
   const FT zero = F(ZERO);                                                                      \
   FT ax[B], ay[B];                                                                              \
   BT pre[B], nrm[B];                                                                            \
   uint pos[B], end[B];                                                                          \
   unsigned long long held = 0; /* bit k: run k's sum is a point, not the identity */            \
-  _Pragma("unroll 1") for (uint k = 0; k < B; k++) {                                            \
+  _Pragma("unroll 1") for (uint k = 0; k < runs; k++) {                                         \
     const uint slot = first + (k / parts) * blockDim.x;                                         \
     pos[k] = end[k] = 0;                                                                        \
     if (slot >= slots) continue;                                                                \
@@ -455,7 +455,7 @@ KERNEL void LAUNCH msm_task_sums_affine##B##_##NAME(                            
   uint vals[B]; /* the step's entry of each run, their loads all in flight at once */           \
   for (;;) {                                                                                    \
     uint active = 0;                                                                            \
-    _Pragma("unroll 1") for (uint k = 0; k < B; k++) {                                          \
+    _Pragma("unroll 1") for (uint k = 0; k < runs; k++) {                                       \
       if (pos[k] >= end[k]) continue;                                                           \
       active = 1;                                                                               \
       vals[k] = sorted[pos[k]];                                                                 \
@@ -466,7 +466,7 @@ KERNEL void LAUNCH msm_task_sums_affine##B##_##NAME(                            
     unsigned long long adding = 0, doubling = 0;                                                \
     int lowest = -1;                                                                            \
     BT run = BF(ONE);                                                                           \
-    _Pragma("unroll 1") for (uint k = 0; k < B; k++) {                                          \
+    _Pragma("unroll 1") for (uint k = 0; k < runs; k++) {                                       \
       if (pos[k] >= end[k]) continue;                                                           \
       const uint v = vals[k];                                                                   \
       /* x alone; y only where it is needed: a first point, x_P = x_A, or x_P = 0 */            \
@@ -497,7 +497,7 @@ KERNEL void LAUNCH msm_task_sums_affine##B##_##NAME(                            
     if (lowest < 0) continue;                                                                   \
     /* Backward: inv = 1 / (the norms of runs <= k), peeled one run at a time. */               \
     BT inv = BF(inverse_vartime)(run);                                                          \
-    _Pragma("unroll 1") for (int k = B - 1; k >= lowest; k--) {                                 \
+    _Pragma("unroll 1") for (int k = (int)runs - 1; k >= lowest; k--) {                        \
       const unsigned long long bit = 1ull << k;                                                 \
       if (!((adding | doubling) & bit)) continue;                                               \
       const uint v = vals[k];                                                                   \

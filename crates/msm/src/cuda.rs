@@ -64,6 +64,13 @@ pub enum CudaError {
     /// A window width outside [`crate::WINDOW_BITS`].
     #[error("MSM: a window of {c} bits was asked for; widths from {} to {} bits are supported", crate::WINDOW_BITS.start(), crate::WINDOW_BITS.end())]
     WindowBits { c: u32 },
+    /// A split of G2's batch-affine bucket sums that its kernel cannot take.
+    #[error("MSM: G2's bucket sums cannot split tasks into {parts} runs and take {per_thread} tasks a thread: parts must be a power of two and parts times tasks at most the kernel's batch, {batch} runs (1: XYZZ additions, no runs)")]
+    Split {
+        parts: u32,
+        per_thread: u32,
+        batch: u32,
+    },
     /// An environment setting with a value it cannot take.
     #[error("{name}={value:?}: expected {expected}")]
     Setting {
@@ -356,6 +363,14 @@ impl CudaMsm {
             return Err(CudaError::WindowBits { c });
         }
         self.window = Some(c);
+        Ok(self)
+    }
+
+    /// This MSM with G2's batch-affine bucket sums split as `split` says instead of
+    /// [`crate::kernels::TaskSplit::choose`]'s choice (for benchmarks and tests; any split the
+    /// kernel takes gives the same sums).
+    pub fn with_g2_split(mut self, split: crate::kernels::TaskSplit) -> Result<Self, CudaError> {
+        self.k.set_g2_split(split)?;
         Ok(self)
     }
 

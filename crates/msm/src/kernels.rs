@@ -69,9 +69,11 @@ pub struct CurveKernels {
     /// Runs a thread of the bucket-sum kernel steps side by side by batch-affine additions,
     /// or 1 for XYZZ additions, one task a thread.
     task_batch: u32,
-    /// Threads that fill the device a few times over: the batch-affine kernel splits tasks
-    /// into runs until it has this many.
-    fill_threads: usize,
+    /// Threads of the bucket-sum kernel the device holds at once.
+    resident_threads: usize,
+    /// The batch-affine kernel's split set by `ZKPIPE_MSM_G2_SPLIT` or
+    /// [`MsmKernels::set_g2_split`], if any.
+    split_setting: Option<TaskSplit>,
     task_reduce: Function,
     segments: Function,
     boolean: Function,
@@ -231,24 +233,122 @@ fn batch_setting(curve: &str) -> Result<Option<u32>, CudaError> {
     }
 }
 
-/// Threads an SM the batch-affine bucket sums split tasks into runs to fill (a few waves: with
-/// the longest tasks first, the last wave's short ones even out the SMs' ends; more waves
-/// mean shorter runs, and more run sums a task adds at its end).
-const FILL_PER_SM: usize = 1024;
+/// How the batch-affine bucket sums share the tasks among threads: each task splits into
+/// `parts` runs of nearly equal length, and a thread steps the runs of `per_thread` tasks side
+/// by side, adding each task's run sums at its end (`parts · per_thread` runs, at most the
+/// kernel's batch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskSplit {
+    /// Runs a task splits into (a power of two).
+    pub parts: u32,
+    /// Tasks a thread takes.
+    pub per_thread: u32,
+}
 
-/// The threads an SM the batch-affine bucket sums fill: `ZKPIPE_MSM_G2_FILL` (for
-/// comparisons: 128 to 8192), else [`FILL_PER_SM`].
-fn fill_setting() -> Result<usize, CudaError> {
-    match std::env::var("ZKPIPE_MSM_G2_FILL") {
-        Err(_) => Ok(FILL_PER_SM),
-        Ok(v) => match v.parse::<usize>() {
-            Ok(f @ 128..=8192) => Ok(f),
-            _ => Err(CudaError::Setting {
-                name: "ZKPIPE_MSM_G2_FILL",
-                value: v,
-                expected: "threads an SM, from 128 to 8192",
+// The model of [`TaskSplit::choose`], its constants fitted to the kernel's times at 2^24
+// points over eleven splits (benches/NOTES.md).
+/// An inversion, in affine additions.
+const INVERSION_ADDITIONS: f64 = 4.0;
+/// A run's sum added into its task's sum, less the addition its first point saves, in
+/// affine additions.
+const RUN_SUM_ADDITIONS: f64 = 0.25;
+/// The share of a wave that a last wave's idle threads cost: the SMs they leave idle take
+/// the other threads' work in part.
+const IDLE_SHARE: f64 = 0.3;
+/// How much longer a single wave of threads runs than its average thread, in waves: the
+/// longest tasks set its end, where later waves would even the SMs out.
+const SINGLE_WAVE_EXCESS: f64 = 0.2;
+
+impl TaskSplit {
+    /// Runs a thread steps side by side.
+    pub fn runs(self) -> u32 {
+        self.parts * self.per_thread
+    }
+
+    /// The split of `tasks` tasks of `task_len` points on average, for a kernel stepping at
+    /// most `batch` runs a thread on a device that holds `resident` threads at once, that
+    /// takes the least time by this model: a thread adds `per_thread · task_len` points,
+    /// inverts once a step (`task_len / parts` steps) and adds `per_thread · parts` run sums;
+    /// threads run in waves of `resident`, a last wave's idle threads costing a share of
+    /// their time, and a single wave running as long as its longest tasks. Long runs mean
+    /// few inversions, few runs few run sums, and thread counts just below a multiple of
+    /// `resident` (more than one) whole waves.
+    pub fn choose(tasks: usize, task_len: f64, batch: u32, resident: usize) -> Self {
+        let mut best = (
+            f64::INFINITY,
+            Self {
+                parts: 1,
+                per_thread: 1,
+            },
+        );
+        let mut parts = 1;
+        while parts <= batch {
+            for per_thread in 1..=batch / parts {
+                let split = Self { parts, per_thread };
+                let cost = split.time(tasks, task_len, resident);
+                if cost < best.0 {
+                    best = (cost, split);
+                }
+            }
+            parts *= 2;
+        }
+        best.1
+    }
+
+    /// This split, if a kernel stepping at most `batch` runs a thread can take it.
+    pub fn check(self, batch: u32) -> Result<Self, CudaError> {
+        let fits = batch > 1
+            && self.parts.is_power_of_two()
+            && self.per_thread >= 1
+            && u64::from(self.parts) * u64::from(self.per_thread) <= u64::from(batch);
+        match fits {
+            true => Ok(self),
+            false => Err(CudaError::Split {
+                parts: self.parts,
+                per_thread: self.per_thread,
+                batch,
             }),
-        },
+        }
+    }
+
+    /// The model's time of this split, in affine additions.
+    fn time(self, tasks: usize, task_len: f64, resident: usize) -> f64 {
+        let threads = tasks.div_ceil(self.per_thread as usize);
+        let waves = threads as f64 / resident.max(1) as f64;
+        let whole = waves.ceil();
+        let excess = match whole <= 1.0 {
+            true => SINGLE_WAVE_EXCESS,
+            false => 0.0,
+        };
+        let steps = (task_len / self.parts as f64).ceil();
+        let per_thread = self.per_thread as f64;
+        let thread = per_thread * task_len
+            + steps * INVERSION_ADDITIONS
+            + per_thread * self.parts as f64 * RUN_SUM_ADDITIONS;
+        (waves + IDLE_SHARE * (whole - waves) + excess) * thread
+    }
+}
+
+/// The split of G2's batch-affine bucket sums set by `ZKPIPE_MSM_G2_SPLIT=PARTSxPER_THREAD`
+/// (for comparisons), `None` where unset.
+fn split_setting(batch: u32) -> Result<Option<TaskSplit>, CudaError> {
+    const NAME: &str = "ZKPIPE_MSM_G2_SPLIT";
+    let Ok(v) = std::env::var(NAME) else {
+        return Ok(None);
+    };
+    let parsed = v.split_once('x').and_then(|(p, t)| {
+        Some(TaskSplit {
+            parts: p.parse().ok()?,
+            per_thread: t.parse().ok()?,
+        })
+    });
+    match parsed {
+        Some(split) => split.check(batch).map(Some),
+        None => Err(CudaError::Setting {
+            name: NAME,
+            value: v,
+            expected: "PARTSxPER_THREAD, such as 16x3",
+        }),
     }
 }
 
@@ -317,6 +417,12 @@ impl MsmKernels {
         self.g2.task_batch
     }
 
+    /// Splits G2's batch-affine bucket sums as `split` says from now on.
+    pub fn set_g2_split(&mut self, split: TaskSplit) -> Result<(), CudaError> {
+        self.g2.split_setting = Some(split.check(self.g2.task_batch)?);
+        Ok(())
+    }
+
     /// Loads the kernels on `ctx`'s device, sized for all of its memory.
     pub fn load(ctx: &Arc<Context>) -> Result<Self, CudaError> {
         Self::for_memory(ctx, ctx.info().total_memory)
@@ -340,7 +446,11 @@ impl MsmKernels {
             Ok(CurveKernels {
                 task_block,
                 task_batch,
-                fill_threads: ctx.info().sm_count.max(1) as usize * fill_setting()?,
+                resident_threads: task_sums.resident_threads(task_block)?,
+                split_setting: match task_batch {
+                    1 => None,
+                    batch => split_setting(batch)?,
+                },
                 sum_groups: m.function(&format!("msm_sum_groups_{name}"))?,
                 task_sums,
                 task_reduce: m.function(&format!("msm_task_reduce_{name}"))?,
@@ -843,7 +953,7 @@ impl CurveKernels {
         s: &Stream,
         bases: &DeviceBuffer<A>,
         n: usize,
-        sorted: &DeviceBuffer<u32>,
+        (sorted, entries): (&DeviceBuffer<u32>, usize),
         offsets: &DeviceBuffer<u32>,
         counts: &DeviceBuffer<u32>,
         tasks: (&DeviceBuffer<u32>, &DeviceBuffer<u32>),
@@ -854,17 +964,17 @@ impl CurveKernels {
     ) -> Result<(), CudaError> {
         let (task_offsets, task_counts) = tasks;
         need("bases", bases.len(), n)?;
+        need("sorted", sorted.len(), entries)?;
         let (order, bucket_of) = order;
         need("task order", order.len(), partial.len())?;
         need("task buckets", bucket_of.len(), partial.len())?;
         need("offsets", offsets.len(), total)?;
         check_tasks(counts, tasks, total, t)?;
         let t32 = u32::try_from(total).map_err(|_| CudaError::TooLarge { n: total })?;
-        // The batch-affine kernel takes task_batch / parts task slots a thread and the
-        // number of runs each task splits into (parts divides task_batch: both are powers of
-        // two); the XYZZ kernel one slot a thread.
-        let parts = self.task_parts(partial.len());
-        let threads = partial.len().div_ceil((self.task_batch / parts) as usize);
+        // The batch-affine kernel takes split.per_thread task slots a thread, each split
+        // into split.parts runs; the XYZZ kernel one slot a thread.
+        let split = self.task_split(entries, total, t, partial.len());
+        let threads = partial.len().div_ceil(split.per_thread as usize);
         let mut args: Vec<&dyn KernelParam> = vec![
             bases,
             sorted,
@@ -878,15 +988,17 @@ impl CurveKernels {
             bucket_of,
         ];
         if self.task_batch > 1 {
-            args.push(&parts);
+            split.check(self.task_batch)?;
+            args.push(&split.parts);
+            args.push(&split.per_thread);
         }
         args.push(&*partial);
         // SAFETY: values index bases below n (made by `digits` from scalar indices); threads
         // beyond the device-side task count return; the host sized `partial` for every task
         // (total + m / t bounds the sum of ceil(count / t)). `order` is a permutation of the
         // tasks and `bucket_of` their buckets (task_keys and a counting sort), both holding
-        // partial.len() entries (checked). A thread takes task_batch / parts slots, so the
-        // grid covers every slot.
+        // partial.len() entries (checked). A thread takes split.per_thread slots, so the grid
+        // covers every slot, and at most task_batch runs (checked).
         unsafe {
             self.task_sums
                 .launch(s, grid_of(threads, self.task_block)?, &args)
@@ -894,17 +1006,36 @@ impl CurveKernels {
         Ok(())
     }
 
-    /// The runs each task splits into in the batch-affine bucket sums: the fewest (a power
-    /// of two up to the batch) that give `slots` tasks threads enough to fill the device; 1
+    /// The batch-affine bucket sums' split of the tasks of `entries` digits over `total`
+    /// buckets, `t` points a task at most, `slots` tasks at most (the set one, else
+    /// [`TaskSplit::choose`]'s for the tasks that uniform buckets give); one task a thread
     /// for the XYZZ kernel.
-    fn task_parts(&self, slots: usize) -> u32 {
-        let mut parts = 1;
-        while parts < self.task_batch
-            && slots * (parts as usize) < self.fill_threads * self.task_batch as usize
-        {
-            parts *= 2;
+    fn task_split(&self, entries: usize, total: usize, t: u32, slots: usize) -> TaskSplit {
+        if self.task_batch == 1 {
+            return TaskSplit {
+                parts: 1,
+                per_thread: 1,
+            };
         }
-        parts
+        if let Some(split) = self.split_setting {
+            return split;
+        }
+        let per_bucket = entries.div_ceil(total.max(1));
+        let tasks = (total * per_bucket.div_ceil(t.max(1) as usize))
+            .min(entries)
+            .min(slots)
+            .max(1);
+        let task_len = entries as f64 / tasks as f64;
+        let split = TaskSplit::choose(tasks, task_len, self.task_batch, self.resident_threads);
+        tracing::debug!(
+            tasks,
+            task_len,
+            resident = self.resident_threads,
+            parts = split.parts,
+            per_thread = split.per_thread,
+            "msm.task_split"
+        );
+        split
     }
 
     /// sums[b] = the sum of bucket b's task sums (`+=` when `accumulate`).
@@ -1160,7 +1291,71 @@ impl EcGpuGenMultiexp {
 
 #[cfg(test)]
 mod tests {
-    use super::{fitting_block, Copies, CudaError, MAX_COPIES};
+    use super::{fitting_block, Copies, CudaError, TaskSplit, G2_AFFINE_BATCHES, MAX_COPIES};
+
+    #[test]
+    fn chosen_task_splits_fit_their_batch() {
+        for batch in G2_AFFINE_BATCHES {
+            for tasks in [1, 100, 5000, 983_040, 4_000_000] {
+                for task_len in [1.0, 16.0, 256.0, 4096.0] {
+                    for resident in [1, 33_792, 200_000] {
+                        let split = TaskSplit::choose(tasks, task_len, batch, resident);
+                        assert!(
+                            split.check(batch).is_ok(),
+                            "{split:?} for {tasks} tasks of {task_len}, batch {batch}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// G2 at 2^24 points on an H200 (983040 tasks of 256 points, 132 SMs of 256 threads): the
+    /// measured best kind of split, most of the batch in use and threads filling more than
+    /// one wave, the last nearly full.
+    #[test]
+    fn task_split_at_2_pow_24_fills_whole_waves_with_long_batches() {
+        let resident = 33_792;
+        let split = TaskSplit::choose(983_040, 256.0, 64, resident);
+        assert!(split.runs() >= 48, "{split:?}");
+        let waves = 983_040usize.div_ceil(split.per_thread as usize) as f64 / resident as f64;
+        assert!(
+            waves > 1.0 && waves.ceil() - waves < 0.1,
+            "{split:?}: {waves} waves"
+        );
+    }
+
+    /// Tasks too few to fill the device: each splits as finely as the batch allows, one a
+    /// thread, so that its steps (and inversions) are fewest.
+    #[test]
+    fn few_long_tasks_split_into_the_most_runs() {
+        let split = TaskSplit::choose(1000, 4096.0, 64, 33_792);
+        assert_eq!(
+            split,
+            TaskSplit {
+                parts: 64,
+                per_thread: 1
+            }
+        );
+    }
+
+    #[test]
+    fn splits_the_kernel_cannot_take_are_refused() {
+        let ok = TaskSplit {
+            parts: 16,
+            per_thread: 3,
+        };
+        assert_eq!(ok.check(64).unwrap(), ok);
+        for (parts, per_thread, batch) in [(3, 1, 64), (64, 2, 64), (2, 0, 64), (1, 1, 1)] {
+            let split = TaskSplit { parts, per_thread };
+            let err = split.check(batch).unwrap_err();
+            assert!(
+                matches!(err, CudaError::Split { parts: p, per_thread: t, batch: b }
+                    if p == parts && t == per_thread && b == batch),
+                "{err}"
+            );
+        }
+    }
 
     #[test]
     fn digit_values_stay_inside_their_copy_and_31_bits() {

@@ -495,7 +495,7 @@ impl<J: bytemuck::Pod> Workspace<J> {
             s,
             bases,
             bases.len(),
-            &self.keys,
+            (&self.keys, m),
             &self.offsets,
             &self.counts,
             tasks,

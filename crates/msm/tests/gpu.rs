@@ -10,6 +10,7 @@ use group::{Curve, Group};
 use rand::RngCore;
 use zkpipe_cuda::testing::gpu_context;
 use zkpipe_cuda::Context;
+use zkpipe_msm::kernels::TaskSplit;
 use zkpipe_msm::testgen::{booleans, g1_points, g2_points, scalars};
 use zkpipe_msm::{Bases, CpuMsm, CudaError, CudaMsm, Density, Msm, MsmError, ScalarKind, G1, G2};
 
@@ -86,6 +87,18 @@ fn plant_edge_cases<A: Copy>(
     if let Some(x) = s.get_mut(8) {
         *x = half + Scalar::ONE;
     }
+}
+
+/// n random G2 points and scalars with the edge cases planted, and blst's sum of them.
+fn g2_case_with_edges(n: usize, seed: u64) -> (Bases<G2Affine>, Vec<Scalar>, G2Projective) {
+    let mut points = g2_points(n, seed);
+    let mut s = scalars(n, seed.rotate_left(11));
+    plant_edge_cases(&mut points, &mut s, G2Affine::identity(), |p| {
+        (-G2Projective::from(p)).to_affine()
+    });
+    let bases = Bases::new(points).unwrap();
+    let expect = CpuMsm::new().g2(&bases, &s, None).unwrap();
+    (bases, s, expect)
 }
 
 #[test]
@@ -248,15 +261,7 @@ fn g2_batch_follows_the_memory_given() {
     assert!(batches.windows(2).all(|w| w[0].1 <= w[1].1), "{batches:?}");
     assert_eq!(batches.first().map(|b| b.1), Some(1));
     assert_eq!(batches.last().map(|b| b.1), Some(64));
-    let cpu = CpuMsm::new();
-    let n = 3000;
-    let mut points = g2_points(n, seed ^ 0xba7c);
-    let mut s = scalars(n, seed ^ 0xba7d);
-    plant_edge_cases(&mut points, &mut s, G2Affine::identity(), |p| {
-        (-G2Projective::from(p)).to_affine()
-    });
-    let bases = Bases::new(points).unwrap();
-    let expect = cpu.g2(&bases, &s, None).unwrap();
+    let (bases, s, expect) = g2_case_with_edges(3000, seed ^ 0xba7c);
     let mut seen = Vec::new();
     for (memory, batch) in batches {
         if seen.contains(&batch) {
@@ -270,6 +275,55 @@ fn g2_batch_follows_the_memory_given() {
             expect,
             "batch {batch}"
         );
+    }
+}
+
+/// Every way of sharing G2's tasks among the batch-affine kernel's threads sums as blst does:
+/// tasks in one run or many, a thread taking one task or a number of them that is not a power
+/// of two, all runs of a thread in use or some idle; a split the kernel cannot take is refused
+/// with an error naming it.
+#[test]
+fn every_g2_split_gives_blst_sum() {
+    let Some((ctx, _, seed)) = setup() else {
+        return;
+    };
+    let gpu = CudaMsm::new(&ctx).unwrap();
+    let batch = gpu.g2_batch();
+    if batch == 1 {
+        println!("G2's bucket kernel adds in XYZZ coordinates here: no split to check");
+        return;
+    }
+    let (bases, s, expect) = g2_case_with_edges(20000, seed ^ 0x5b11);
+    let splits = [
+        (1, 1),
+        (1, batch),
+        (2, 3),
+        (4, 5),
+        (16, 3),
+        (8, batch / 8 - 1),
+        (batch, 1),
+    ];
+    for (parts, per_thread) in splits {
+        let split = TaskSplit { parts, per_thread };
+        let gpu = CudaMsm::new(&ctx).unwrap().with_g2_split(split).unwrap();
+        let dev = gpu.upload_bases::<G2>(&bases).unwrap();
+        assert_eq!(
+            gpu.msm::<G2>(&dev, &s, ScalarKind::Dense).unwrap(),
+            expect,
+            "{split:?}"
+        );
+    }
+    for (parts, per_thread) in [(3, 1), (batch, 2), (2, 0)] {
+        let err = CudaMsm::new(&ctx)
+            .unwrap()
+            .with_g2_split(TaskSplit { parts, per_thread })
+            .unwrap_err();
+        assert!(
+            matches!(err, CudaError::Split { parts: p, per_thread: t, batch: b }
+                if p == parts && t == per_thread && b == batch),
+            "{err}"
+        );
+        println!("{err}");
     }
 }
 

@@ -9,7 +9,6 @@
 // An op set names: ZERO, ONE, eq, add, sub, double, mul, sqr, mul_sub (a·b - c·d), inverse,
 // inverse_vartime (for values that are not secret); Fp2's also norm (into Fp) and
 // conjugate_times (the conjugate times an Fp element).
-__noinline__ DEVICE FP zk_fp_mul_cios_call(FP a, FP b) { return zk_fp_mul_cios(a, b); }
 __noinline__ DEVICE FP zk_fp_sqr_call(FP a) { return zk_fp_sqr(a); }
 // a·b - c·d with one Montgomery reduction: both products at double width, their difference
 // (plus p·2^384 when negative, still below p·2^384) reduced once.

@@ -3,11 +3,7 @@
 // products out of line: ec-gpu-gen's Fp2 multiplication interleaves three inlined ones and
 // spilled 420 bytes in G2's bucket loop. benches/NOTES.md has the figures of each choice.
 
-// Multiplication with lazy reduction: Karatsuba's three products kept at double width, and
-// two Montgomery reductions instead of three (c0 = a0·b0 - a1·b1, c1 = (a0 + a1)(b0 + b1) -
-// a0·b0 - a1·b1, each reduced once). Both stay below p·2^384, which the reduction needs: c0
-// gets p·2^384 added when negative, and c1 is a0·b1 + a1·b0 < 2p^2 exactly, the sums a0 + a1
-// and b0 + b1 being taken without reduction (< 2p < 2^382).
+// Double-width values, for a·b - c·d with two reductions (zk_fp2_mul_sub) and the norm.
 #define ZK_FP_WIDE (2 * FP_(LIMBS))
 typedef struct { uint32_t v[ZK_FP_WIDE]; } zk_fpw;
 // a -= b over ZK_FP_WIDE limbs; returns the borrow out (0 or 0xffffffff).
@@ -32,29 +28,29 @@ DEVICE inline void zk_fpw_add_p_high(uint32_t* a) {
   for (int i = 1; i < FP_(LIMBS) - 1; i++) a[FP_(LIMBS) + i] = addc_cc(a[FP_(LIMBS) + i], FP_(P).val[i]);
   a[ZK_FP_WIDE - 1] = addc(a[ZK_FP_WIDE - 1], FP_(P).val[FP_(LIMBS) - 1]);
 }
-// The double-width products and the reductions out of line, the subtractions inline, and the
-// whole multiplication called (zk_fp2_mul): the fastest arrangement measured for G2 (three
-// Montgomery multiplications; lazy with everything out of line, which spilled in the bucket
-// loop; lazy and inlined).
+// The double-width products and the reductions out of line.
 __noinline__ DEVICE zk_fpw zk_fp_wide(FP a, FP b) {
   zk_fpw r;
   FP_(mult_v1)(a.val, b.val, r.v);
   return r;
 }
 __noinline__ DEVICE FP zk_fp_redc_call(zk_fpw t) { return zk_fp_redc(t.v); }
-DEVICE inline FP2 zk_fp2_mul_lazy(FP2 a, FP2 b) {
-  zk_fpw w0 = zk_fp_wide(a.c0, b.c0);
-  zk_fpw w1 = zk_fp_wide(a.c1, b.c1);
-  zk_fpw s = zk_fp_wide(FP_(add_)(a.c0, a.c1), FP_(add_)(b.c0, b.c1));
-  zk_fpw_sub(s.v, w0.v);
-  zk_fpw_sub(s.v, w1.v);
-  if (zk_fpw_sub(w0.v, w1.v)) zk_fpw_add_p_high(w0.v);  // a0·b0 < a1·b1
+// An Fp product out of line: CIOS, for every Fp product of Fp2 but a·b - c·d's (G1's bucket
+// additions call it too, as ZK_FPC_mul).
+__noinline__ DEVICE FP zk_fp_mul_cios_call(FP a, FP b) { return zk_fp_mul_cios(a, b); }
+// Karatsuba's three products, c0 = a0·b0 - a1·b1 and c1 = (a0 + a1)(b0 + b1) - a0·b0 - a1·b1,
+// each a CIOS product: faster in G2's bucket additions than double-width products reduced
+// twice (lazy reduction), whose schoolbook product and separate reduction take more
+// instructions than CIOS's interleaved rows.
+__noinline__ DEVICE FP2 zk_fp2_mul(FP2 a, FP2 b) {
+  const FP t0 = zk_fp_mul_cios_call(a.c0, b.c0);
+  const FP t1 = zk_fp_mul_cios_call(a.c1, b.c1);
+  const FP t2 = zk_fp_mul_cios_call(zk_fp_add(a.c0, a.c1), zk_fp_add(b.c0, b.c1));
   FP2 r;
-  r.c0 = zk_fp_redc_call(w0);
-  r.c1 = zk_fp_redc_call(s);
+  r.c0 = zk_fp_sub(t0, t1);
+  r.c1 = zk_fp_sub(zk_fp_sub(t2, t0), t1);
   return r;
 }
-__noinline__ DEVICE FP2 zk_fp2_mul(FP2 a, FP2 b) { return zk_fp2_mul_lazy(a, b); }
 
 // a·b - c·d with two Montgomery reductions where two products and a difference take four:
 // all six double-width products first, c0 = (a0·b0 + c1·d1) - (a1·b1 + c0·d0) and
@@ -81,13 +77,11 @@ __noinline__ DEVICE FP2 zk_fp2_mul_sub(FP2 a, FP2 b, FP2 c, FP2 d) {
   return r;
 }
 
-// An Fp product out of line, for the squaring and the inverses.
-__noinline__ DEVICE FP zk_fp_mul_call(FP a, FP b) { return zk_fp_mul(a, b); }
 // (a0 + a1·u)^2 = (a0 + a1)(a0 - a1) + 2·a0·a1·u.
 DEVICE inline FP2 zk_fp2_sqr(FP2 a) {
-  const FP ab = zk_fp_mul_call(a.c0, a.c1);
+  const FP ab = zk_fp_mul_cios_call(a.c0, a.c1);
   FP2 r;
-  r.c0 = zk_fp_mul_call(zk_fp_add(a.c0, a.c1), zk_fp_sub(a.c0, a.c1));
+  r.c0 = zk_fp_mul_cios_call(zk_fp_add(a.c0, a.c1), zk_fp_sub(a.c0, a.c1));
   r.c1 = zk_fp_add(ab, ab);
   return r;
 }
@@ -112,8 +106,8 @@ __noinline__ DEVICE FP zk_fp_inverse(FP a) {
   for (int limb = FP_(LIMBS) - 1; limb >= 0; limb--) {
     const uint e = FP_(P).val[limb] - (limb == 0 ? 2u : 0u);  // p is odd: no borrow
     for (int bit = 31; bit >= 0; bit--) {
-      r = zk_fp_mul_call(r, r);
-      if ((e >> bit) & 1u) r = zk_fp_mul_call(r, a);
+      r = zk_fp_mul_cios_call(r, r);
+      if ((e >> bit) & 1u) r = zk_fp_mul_cios_call(r, a);
     }
   }
   return r;
@@ -130,8 +124,8 @@ __noinline__ DEVICE FP zk_fp2_norm(FP2 a) {
 }
 DEVICE inline FP2 zk_fp2_conjugate_times(FP2 a, FP t) {
   FP2 r;
-  r.c0 = zk_fp_mul_call(a.c0, t);
-  r.c1 = zk_fp_mul_call(zk_fp_sub(FP_(ZERO), a.c1), t);
+  r.c0 = zk_fp_mul_cios_call(a.c0, t);
+  r.c1 = zk_fp_mul_cios_call(zk_fp_sub(FP_(ZERO), a.c1), t);
   return r;
 }
 DEVICE inline FP2 zk_fp2_inverse(FP2 a) {
@@ -271,7 +265,7 @@ __noinline__ DEVICE FP zk_fp_inverse_vartime(FP a) {
   }
   // f = ±1 for a != 0 (d = 0 for a = 0, whose inverse comes out 0).
   if ((int32_t)f[ZK_BY_LIMBS - 1] < 0) d = zk_fp_sub(FP_(ZERO), d);
-  return zk_fp_mul_call(d, zk_fp_r3);
+  return zk_fp_mul_cios_call(d, zk_fp_r3);
 }
 DEVICE inline FP2 zk_fp2_inverse_vartime(FP2 a) {
   return zk_fp2_conjugate_times(a, zk_fp_inverse_vartime(zk_fp2_norm(a)));
