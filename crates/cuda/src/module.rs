@@ -1,7 +1,7 @@
 //! Kernel modules loaded from embedded images (a cubin for the device, else PTX), functions,
 //! and the checked launch.
 
-use std::ffi::{c_int, c_void, CString};
+use std::ffi::{c_void, CString};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -412,17 +412,6 @@ impl Function {
     pub fn local_reservation(&self) -> usize {
         let info = self.module.ctx.info();
         self.local_bytes * info.max_threads_per_sm as usize * info.sm_count as usize
-    }
-
-    /// Threads of this kernel the whole device holds at once in blocks of `block` threads
-    /// without dynamic shared memory (the driver's occupancy figure times the SMs).
-    pub fn resident_threads(&self, block: u32) -> Result<usize> {
-        self.module.ctx.bind()?;
-        let block_c = c_int::try_from(block).unwrap_or(c_int::MAX);
-        // SAFETY: the function's module is alive.
-        let blocks = unsafe { module::resident_blocks(self.raw, block_c, 0) }?;
-        let sms = self.module.ctx.info().sm_count as usize;
-        Ok(blocks.max(0) as usize * block as usize * sms)
     }
 
     /// Parameter sizes in bytes, when the driver can tell (CUDA 12.4+).

@@ -520,29 +520,6 @@ pub mod module {
         Ok(v)
     }
 
-    /// Blocks of `block` threads (with `dynamic_shared` bytes of dynamic shared memory each)
-    /// of `f` that one SM holds at once.
-    ///
-    /// # Safety
-    /// `f` is a live function.
-    pub unsafe fn resident_blocks(
-        f: CUfunction,
-        block: c_int,
-        dynamic_shared: usize,
-    ) -> Result<c_int> {
-        let mut v: c_int = 0;
-        // SAFETY: a valid out-pointer; `f` is live as the caller promises.
-        unsafe {
-            drv!(cuOccupancyMaxActiveBlocksPerMultiprocessor(
-                &mut v,
-                f,
-                block,
-                dynamic_shared
-            ))
-        }?;
-        Ok(v)
-    }
-
     /// `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`.
     pub const ATTR_MAX_DYNAMIC_SHARED: c_int = 8;
 

@@ -110,7 +110,6 @@ driver_api! {
         cuModuleGetFunction: fn(*mut CUfunction, CUmodule, *const c_char);
         cuFuncSetAttribute: fn(CUfunction, c_int, c_int);
         cuFuncGetAttribute: fn(*mut c_int, c_int, CUfunction);
-        cuOccupancyMaxActiveBlocksPerMultiprocessor: fn(*mut c_int, CUfunction, c_int, usize);
         cuLaunchKernel: fn(
             CUfunction, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, CUstream,
             *mut *mut c_void, *mut *mut c_void

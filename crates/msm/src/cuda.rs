@@ -367,7 +367,7 @@ impl CudaMsm {
     }
 
     /// This MSM with G2's batch-affine bucket sums split as `split` says instead of
-    /// [`crate::kernels::TaskSplit::choose`]'s choice (for benchmarks and tests; any split the
+    /// [`crate::kernels::TaskSplit::filling`]'s choice (for benchmarks and tests; any split the
     /// kernel takes gives the same sums).
     pub fn with_g2_split(mut self, split: crate::kernels::TaskSplit) -> Result<Self, CudaError> {
         self.k.set_g2_split(split)?;

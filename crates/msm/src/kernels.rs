@@ -69,8 +69,9 @@ pub struct CurveKernels {
     /// Runs a thread of the bucket-sum kernel steps side by side by batch-affine additions,
     /// or 1 for XYZZ additions, one task a thread.
     task_batch: u32,
-    /// Threads of the bucket-sum kernel the device holds at once.
-    resident_threads: usize,
+    /// Threads that fill the device a few times over: the batch-affine kernel splits tasks
+    /// into runs until it has this many.
+    fill_threads: usize,
     /// The batch-affine kernel's split set by `ZKPIPE_MSM_G2_SPLIT` or
     /// [`MsmKernels::set_g2_split`], if any.
     split_setting: Option<TaskSplit>,
@@ -245,19 +246,10 @@ pub struct TaskSplit {
     pub per_thread: u32,
 }
 
-// The model of [`TaskSplit::choose`], its constants fitted to the kernel's times at 2^24
-// points over eleven splits (benches/NOTES.md).
-/// An inversion, in affine additions.
-const INVERSION_ADDITIONS: f64 = 4.0;
-/// A run's sum added into its task's sum, less the addition its first point saves, in
-/// affine additions.
-const RUN_SUM_ADDITIONS: f64 = 0.25;
-/// The share of a wave that a last wave's idle threads cost: the SMs they leave idle take
-/// the other threads' work in part.
-const IDLE_SHARE: f64 = 0.3;
-/// How much longer a single wave of threads runs than its average thread, in waves: the
-/// longest tasks set its end, where later waves would even the SMs out.
-const SINGLE_WAVE_EXCESS: f64 = 0.2;
+/// Threads an SM the batch-affine bucket sums split tasks into runs to fill (a few waves: with
+/// the longest tasks first, the last wave's short ones even out the SMs' ends; more waves
+/// mean shorter runs, and more run sums a task adds at its end).
+const FILL_PER_SM: usize = 1024;
 
 impl TaskSplit {
     /// Runs a thread steps side by side.
@@ -265,34 +257,21 @@ impl TaskSplit {
         self.parts * self.per_thread
     }
 
-    /// The split of `tasks` tasks of `task_len` points on average, for a kernel stepping at
-    /// most `batch` runs a thread on a device that holds `resident` threads at once, that
-    /// takes the least time by this model: a thread adds `per_thread · task_len` points,
-    /// inverts once a step (`task_len / parts` steps) and adds `per_thread · parts` run sums;
-    /// threads run in waves of `resident`, a last wave's idle threads costing a share of
-    /// their time, and a single wave running as long as its longest tasks. Long runs mean
-    /// few inversions, few runs few run sums, and thread counts just below a multiple of
-    /// `resident` (more than one) whole waves.
-    pub fn choose(tasks: usize, task_len: f64, batch: u32, resident: usize) -> Self {
-        let mut best = (
-            f64::INFINITY,
-            Self {
-                parts: 1,
-                per_thread: 1,
-            },
-        );
+    /// The split of `slots` tasks for a kernel stepping at most `batch` runs a thread that
+    /// gives threads enough to fill `fill` threads' worth of runs: the fewest parts (a power
+    /// of two up to the batch) with `slots · parts` runs at least `fill · batch`, and the
+    /// batch's worth of runs a thread.
+    pub fn filling(slots: usize, batch: u32, fill: usize) -> Self {
         let mut parts = 1;
-        while parts <= batch {
-            for per_thread in 1..=batch / parts {
-                let split = Self { parts, per_thread };
-                let cost = split.time(tasks, task_len, resident);
-                if cost < best.0 {
-                    best = (cost, split);
-                }
-            }
+        while parts < batch
+            && slots.saturating_mul(parts as usize) < fill.saturating_mul(batch as usize)
+        {
             parts *= 2;
         }
-        best.1
+        Self {
+            parts,
+            per_thread: (batch / parts).max(1),
+        }
     }
 
     /// This split, if a kernel stepping at most `batch` runs a thread can take it.
@@ -309,23 +288,6 @@ impl TaskSplit {
                 batch,
             }),
         }
-    }
-
-    /// The model's time of this split, in affine additions.
-    fn time(self, tasks: usize, task_len: f64, resident: usize) -> f64 {
-        let threads = tasks.div_ceil(self.per_thread as usize);
-        let waves = threads as f64 / resident.max(1) as f64;
-        let whole = waves.ceil();
-        let excess = match whole <= 1.0 {
-            true => SINGLE_WAVE_EXCESS,
-            false => 0.0,
-        };
-        let steps = (task_len / self.parts as f64).ceil();
-        let per_thread = self.per_thread as f64;
-        let thread = per_thread * task_len
-            + steps * INVERSION_ADDITIONS
-            + per_thread * self.parts as f64 * RUN_SUM_ADDITIONS;
-        (waves + IDLE_SHARE * (whole - waves) + excess) * thread
     }
 }
 
@@ -446,7 +408,7 @@ impl MsmKernels {
             Ok(CurveKernels {
                 task_block,
                 task_batch,
-                resident_threads: task_sums.resident_threads(task_block)?,
+                fill_threads: ctx.info().sm_count.max(1) as usize * FILL_PER_SM,
                 split_setting: match task_batch {
                     1 => None,
                     batch => split_setting(batch)?,
@@ -953,7 +915,7 @@ impl CurveKernels {
         s: &Stream,
         bases: &DeviceBuffer<A>,
         n: usize,
-        (sorted, entries): (&DeviceBuffer<u32>, usize),
+        sorted: &DeviceBuffer<u32>,
         offsets: &DeviceBuffer<u32>,
         counts: &DeviceBuffer<u32>,
         tasks: (&DeviceBuffer<u32>, &DeviceBuffer<u32>),
@@ -964,7 +926,6 @@ impl CurveKernels {
     ) -> Result<(), CudaError> {
         let (task_offsets, task_counts) = tasks;
         need("bases", bases.len(), n)?;
-        need("sorted", sorted.len(), entries)?;
         let (order, bucket_of) = order;
         need("task order", order.len(), partial.len())?;
         need("task buckets", bucket_of.len(), partial.len())?;
@@ -973,7 +934,7 @@ impl CurveKernels {
         let t32 = u32::try_from(total).map_err(|_| CudaError::TooLarge { n: total })?;
         // The batch-affine kernel takes split.per_thread task slots a thread, each split
         // into split.parts runs; the XYZZ kernel one slot a thread.
-        let split = self.task_split(entries, total, t, partial.len());
+        let split = self.task_split(partial.len());
         let threads = partial.len().div_ceil(split.per_thread as usize);
         let mut args: Vec<&dyn KernelParam> = vec![
             bases,
@@ -1006,31 +967,20 @@ impl CurveKernels {
         Ok(())
     }
 
-    /// The batch-affine bucket sums' split of the tasks of `entries` digits over `total`
-    /// buckets, `t` points a task at most, `slots` tasks at most (the set one, else
-    /// [`TaskSplit::choose`]'s for the tasks that uniform buckets give); one task a thread
-    /// for the XYZZ kernel.
-    fn task_split(&self, entries: usize, total: usize, t: u32, slots: usize) -> TaskSplit {
+    /// The batch-affine bucket sums' split of `slots` tasks (at most): the set one, else
+    /// [`TaskSplit::filling`] the device's fill; one task a thread for the XYZZ kernel.
+    fn task_split(&self, slots: usize) -> TaskSplit {
         if self.task_batch == 1 {
             return TaskSplit {
                 parts: 1,
                 per_thread: 1,
             };
         }
-        if let Some(split) = self.split_setting {
-            return split;
-        }
-        let per_bucket = entries.div_ceil(total.max(1));
-        let tasks = (total * per_bucket.div_ceil(t.max(1) as usize))
-            .min(entries)
-            .min(slots)
-            .max(1);
-        let task_len = entries as f64 / tasks as f64;
-        let split = TaskSplit::choose(tasks, task_len, self.task_batch, self.resident_threads);
+        let split = self
+            .split_setting
+            .unwrap_or_else(|| TaskSplit::filling(slots, self.task_batch, self.fill_threads));
         tracing::debug!(
-            tasks,
-            task_len,
-            resident = self.resident_threads,
+            slots,
             parts = split.parts,
             per_thread = split.per_thread,
             "msm.task_split"
@@ -1291,47 +1241,42 @@ impl EcGpuGenMultiexp {
 
 #[cfg(test)]
 mod tests {
-    use super::{fitting_block, Copies, CudaError, TaskSplit, G2_AFFINE_BATCHES, MAX_COPIES};
+    use super::{
+        fitting_block, Copies, CudaError, TaskSplit, FILL_PER_SM, G2_AFFINE_BATCHES, MAX_COPIES,
+    };
 
     #[test]
-    fn chosen_task_splits_fit_their_batch() {
+    fn filling_splits_fit_their_batch() {
         for batch in G2_AFFINE_BATCHES {
-            for tasks in [1, 100, 5000, 983_040, 4_000_000] {
-                for task_len in [1.0, 16.0, 256.0, 4096.0] {
-                    for resident in [1, 33_792, 200_000] {
-                        let split = TaskSplit::choose(tasks, task_len, batch, resident);
-                        assert!(
-                            split.check(batch).is_ok(),
-                            "{split:?} for {tasks} tasks of {task_len}, batch {batch}"
-                        );
-                    }
+            for slots in [0, 1, 100, 5000, 983_040, 4_000_000] {
+                for fill in [1, 135_168, 1 << 20] {
+                    let split = TaskSplit::filling(slots, batch, fill);
+                    assert!(
+                        split.check(batch).is_ok() && split.runs() == batch,
+                        "{split:?} for {slots} slots, batch {batch}, fill {fill}"
+                    );
                 }
             }
         }
     }
 
-    /// G2 at 2^24 points on an H200 (983040 tasks of 256 points, 132 SMs of 256 threads): the
-    /// measured best kind of split, most of the batch in use and threads filling more than
-    /// one wave, the last nearly full.
+    /// G2 at 2^24 points on an H200 (about 2^20 task slots, 132 SMs filled 1024 threads
+    /// each): the fewest parts whose runs fill that, 16 of 4 tasks a thread; tasks too few to
+    /// fill the device split as finely as the batch allows, one a thread.
     #[test]
-    fn task_split_at_2_pow_24_fills_whole_waves_with_long_batches() {
-        let resident = 33_792;
-        let split = TaskSplit::choose(983_040, 256.0, 64, resident);
-        assert!(split.runs() >= 48, "{split:?}");
-        let waves = 983_040usize.div_ceil(split.per_thread as usize) as f64 / resident as f64;
-        assert!(
-            waves > 1.0 && waves.ceil() - waves < 0.1,
-            "{split:?}: {waves} waves"
-        );
-    }
-
-    /// Tasks too few to fill the device: each splits as finely as the batch allows, one a
-    /// thread, so that its steps (and inversions) are fewest.
-    #[test]
-    fn few_long_tasks_split_into_the_most_runs() {
-        let split = TaskSplit::choose(1000, 4096.0, 64, 33_792);
+    fn filling_splits_take_the_fewest_parts_that_fill_the_device() {
+        let fill = 132 * FILL_PER_SM;
+        let at_2_pow_24 = TaskSplit::filling(1_044_481, 64, fill);
         assert_eq!(
-            split,
+            at_2_pow_24,
+            TaskSplit {
+                parts: 16,
+                per_thread: 4
+            }
+        );
+        assert!(1_044_481 * 8 < fill * 64 && 1_044_481 * 16 >= fill * 64);
+        assert_eq!(
+            TaskSplit::filling(1000, 64, fill),
             TaskSplit {
                 parts: 64,
                 per_thread: 1

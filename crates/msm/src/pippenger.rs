@@ -495,7 +495,7 @@ impl<J: bytemuck::Pod> Workspace<J> {
             s,
             bases,
             bases.len(),
-            (&self.keys, m),
+            &self.keys,
             &self.offsets,
             &self.counts,
             tasks,

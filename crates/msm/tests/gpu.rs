@@ -298,8 +298,9 @@ fn every_g2_split_gives_blst_sum() {
         (1, 1),
         (1, batch),
         (2, 3),
-        (4, 5),
-        (16, 3),
+        (4, batch / 4 - 1),
+        (batch / 4, 3),
+        (batch / 4, 4),
         (8, batch / 8 - 1),
         (batch, 1),
     ];
