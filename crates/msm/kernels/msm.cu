@@ -422,9 +422,9 @@ __noinline__ DEVICE JAC msm_affine_sum_##NAME(const FT* ax, const FT* ay,       
 // B), each split into `parts` runs of nearly equal length (so that there are threads enough
 // to fill the GPU when tasks are few and long), and adds each task's run sums at the end.
 // Thread x of a block of w threads takes the task slots x + j·w of the block's run of
-// w·per_thread slots: tasks of nearly equal lengths (longest first). A step adds P to A by the slope (y_P - y_A) /
-// (x_P - x_A); P = A doubles by 3x_A^2 / 2y_A; P = -A leaves the identity; a sum that is the
-// identity takes P as it is.
+// w·per_thread slots: tasks of nearly equal lengths (longest first). A step adds P to A by
+// the slope (y_P - y_A) / (x_P - x_A); P = A doubles by 3x_A^2 / 2y_A; P = -A leaves the
+// identity; a sum that is the identity takes P as it is.
 #define MSM_TASK_SUMS_AFFINE(NAME, AFF, JAC, P, F, FT, BF, BT, LAUNCH, B)                       \
 KERNEL void LAUNCH msm_task_sums_affine##B##_##NAME(                                            \
     const AFF* __restrict__ bases, const uint* __restrict__ sorted,                             \
