@@ -421,10 +421,10 @@ __noinline__ DEVICE JAC msm_affine_sum_##NAME(const FT* ax, const FT* ay,       
 // extension products and 2 squarings. A thread takes per_thread tasks (per_thread · parts <=
 // B), each split into `parts` runs of nearly equal length (so that there are threads enough
 // to fill the GPU when tasks are few and long), and adds each task's run sums at the end.
-// Thread x of a block of w threads takes the task slots x + j·w of the block's run of
-// w·per_thread slots: tasks of nearly equal lengths (longest first). A step adds P to A by
-// the slope (y_P - y_A) / (x_P - x_A); P = A doubles by 3x_A^2 / 2y_A; P = -A leaves the
-// identity; a sum that is the identity takes P as it is.
+// Thread x of the grid's G takes the task slots x + j·G (longest first): the longest tasks,
+// a large bucket's shares, go one to a thread rather than all of a thread's to the first
+// threads. A step adds P to A by the slope (y_P - y_A) / (x_P - x_A); P = A doubles by
+// 3x_A^2 / 2y_A; P = -A leaves the identity; a sum that is the identity takes P as it is.
 #define MSM_TASK_SUMS_AFFINE(NAME, AFF, JAC, P, F, FT, BF, BT, LAUNCH, B)                       \
 KERNEL void LAUNCH msm_task_sums_affine##B##_##NAME(                                            \
     const AFF* __restrict__ bases, const uint* __restrict__ sorted,                             \
@@ -434,14 +434,15 @@ KERNEL void LAUNCH msm_task_sums_affine##B##_##NAME(                            
     uint per_thread, JAC* __restrict__ partial) {                                               \
   const uint slots = task_offsets[total - 1] + tasks[total - 1];                                \
   const uint runs = per_thread * parts; /* at most B */                                         \
-  const uint first = blockIdx.x * blockDim.x * per_thread + threadIdx.x;                        \
+  const uint first = blockIdx.x * blockDim.x + threadIdx.x;                                     \
+  const uint spread = gridDim.x * blockDim.x;                                                   \
   const FT zero = F(ZERO);                                                                      \
   FT ax[B], ay[B];                                                                              \
   BT pre[B], nrm[B];                                                                            \
   uint pos[B], end[B];                                                                          \
   unsigned long long held = 0; /* bit k: run k's sum is a point, not the identity */            \
   _Pragma("unroll 1") for (uint k = 0; k < runs; k++) {                                         \
-    const uint slot = first + (k / parts) * blockDim.x;                                         \
+    const uint slot = first + (k / parts) * spread;                                             \
     pos[k] = end[k] = 0;                                                                        \
     if (slot >= slots) continue;                                                                \
     const uint g = order[slot];                                                                 \
@@ -526,26 +527,49 @@ KERNEL void LAUNCH msm_task_sums_affine##B##_##NAME(                            
   }                                                                                             \
   /* Each task's sum: its runs' sums added (out of line: it is run once). */                    \
   _Pragma("unroll 1") for (uint j = 0; j < per_thread; j++) {                                   \
-    const uint slot = first + j * blockDim.x;                                                   \
+    const uint slot = first + j * spread;                                                       \
     if (slot >= slots) continue;                                                                \
     partial[order[slot]] = msm_affine_sum_##NAME(ax, ay, held, j * parts, (j + 1) * parts);     \
   }                                                                                             \
 }
 
+// Tasks a thread of msm_task_fold adds up at each level.
+#define MSM_FOLD 16
+
 // The curve kernels, for G1 over Fp and G2 over Fp2.
 #define MSM_CURVE(NAME, AFF, JAC, P, F, FT, LAUNCH)                                            \
   MSM_TASK_SUMS(NAME, AFF, JAC, F, FT, LAUNCH)                                                  \
                                                                                                 \
-  /* One thread per bucket: the sum of its tasks, added to the previous sum when */             \
-  /* accumulate is set (the streamed mode's later chunks). */                                   \
+  /* One thread per task slot: a level of a tree over each bucket's tasks. The task at */     \
+  /* index i of its bucket, i a multiple of MSM_FOLD * step, takes the sums of the tasks */     \
+  /* i + j·step (0 < j < MSM_FOLD) of that bucket: after L levels, task i · MSM_FOLD^L holds */  \
+  /* the sum of the next MSM_FOLD^L tasks, so that a bucket holding most of the points is */    \
+  /* added up in parallel rather than by one thread. */                                         \
+  KERNEL void msm_task_fold_##NAME(JAC* __restrict__ partial,                                 \
+                                   const uint* __restrict__ task_offsets,                       \
+                                   const uint* __restrict__ tasks,                              \
+                                   const uint* __restrict__ bucket_of, uint total, uint step) { \
+    const uint g = GET_GLOBAL_ID();                                                             \
+    if (g >= task_offsets[total - 1] + tasks[total - 1]) return;                                \
+    const uint b = bucket_of[g];                                                                \
+    const uint i = g - task_offsets[b];                                                         \
+    if (i % (MSM_FOLD * step) != 0 || i + step >= tasks[b]) return;                             \
+    JAC acc = partial[g];                                                                       \
+    for (uint j = 1; j < MSM_FOLD && i + j * step < tasks[b]; j++)                              \
+      acc = msm_add_##NAME(acc, partial[g + j * step]);                                         \
+    partial[g] = acc;                                                                           \
+  }                                                                                             \
+                                                                                                \
+  /* One thread per bucket: the sum of its tasks k0 + j·step (the folded ones), added to the */ \
+  /* previous sum when accumulate is set (the streamed mode's later chunks). */                  \
   KERNEL void msm_task_reduce_##NAME(const JAC* __restrict__ partial, const uint* __restrict__ task_offsets, \
-                                     const uint* __restrict__ tasks, uint total, uint accumulate, \
-                                     JAC* __restrict__ sums) {                                  \
+                                     const uint* __restrict__ tasks, uint total, uint step,     \
+                                     uint accumulate, JAC* __restrict__ sums) {                 \
     const uint b = GET_GLOBAL_ID();                                                             \
     if (b >= total) return;                                                                     \
     JAC acc = accumulate ? sums[b] : P(ZERO);                                                   \
     const uint k0 = task_offsets[b];                                                            \
-    for (uint k = k0; k < k0 + tasks[b]; k++) acc = msm_add_##NAME(acc, partial[k]);            \
+    for (uint k = k0; k < k0 + tasks[b]; k += step) acc = msm_add_##NAME(acc, partial[k]);      \
     sums[b] = acc;                                                                              \
   }                                                                                             \
                                                                                                 \

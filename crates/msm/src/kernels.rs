@@ -75,6 +75,7 @@ pub struct CurveKernels {
     /// The batch-affine kernel's split set by `ZKPIPE_MSM_G2_SPLIT` or
     /// [`MsmKernels::set_g2_split`], if any.
     split_setting: Option<TaskSplit>,
+    task_fold: Function,
     task_reduce: Function,
     segments: Function,
     boolean: Function,
@@ -251,6 +252,10 @@ pub struct TaskSplit {
 /// mean shorter runs, and more run sums a task adds at its end).
 const FILL_PER_SM: usize = 1024;
 
+/// Task sums a thread of the tree over a bucket's tasks adds at each level (the kernels'
+/// `MSM_FOLD`).
+const TASK_FOLD: usize = 16;
+
 impl TaskSplit {
     /// Runs a thread steps side by side.
     pub fn runs(self) -> u32 {
@@ -353,6 +358,7 @@ impl CurveKernels {
         [
             &self.sum_groups,
             &self.task_sums,
+            &self.task_fold,
             &self.task_reduce,
             &self.segments,
             &self.boolean,
@@ -415,6 +421,7 @@ impl MsmKernels {
                 },
                 sum_groups: m.function(&format!("msm_sum_groups_{name}"))?,
                 task_sums,
+                task_fold: m.function(&format!("msm_task_fold_{name}"))?,
                 task_reduce: m.function(&format!("msm_task_reduce_{name}"))?,
                 segments: m.function(&format!("msm_segments_{name}"))?,
                 boolean: m.function(&format!("msm_boolean_{name}"))?,
@@ -809,6 +816,24 @@ impl MsmKernels {
     }
 }
 
+/// The steps of the tree's levels over buckets of at most `most` tasks (1, 16, 256, ...,
+/// while more than [`TASK_FOLD`] would be left a bucket), and the step between the task sums
+/// left for the last addition.
+fn fold_steps(most: usize) -> Result<(Vec<u32>, u32), CudaError> {
+    let mut folds = Vec::new();
+    let mut step = 1usize;
+    while most.div_ceil(step) > TASK_FOLD {
+        folds.push(step);
+        step *= TASK_FOLD;
+    }
+    let too_many = |_| CudaError::TooLarge { n: most };
+    let folds = folds
+        .into_iter()
+        .map(|f| u32::try_from(f).map_err(too_many))
+        .collect::<Result<_, _>>()?;
+    Ok((folds, u32::try_from(step).map_err(too_many)?))
+}
+
 /// Bucket counts and task tables of `total` buckets, and a task size of at least 1.
 fn check_tasks(
     counts: &DeviceBuffer<u32>,
@@ -958,8 +983,9 @@ impl CurveKernels {
         // beyond the device-side task count return; the host sized `partial` for every task
         // (total + m / t bounds the sum of ceil(count / t)). `order` is a permutation of the
         // tasks and `bucket_of` their buckets (task_keys and a counting sort), both holding
-        // partial.len() entries (checked). A thread takes split.per_thread slots, so the grid
-        // covers every slot, and at most task_batch runs (checked).
+        // partial.len() entries (checked). Thread x of the grid's G >= threads takes the
+        // slots x + j·G for j < split.per_thread, so the grid covers every slot once, and at
+        // most task_batch runs (checked).
         unsafe {
             self.task_sums
                 .launch(s, grid_of(threads, self.task_block)?, &args)
@@ -988,32 +1014,56 @@ impl CurveKernels {
         split
     }
 
-    /// sums[b] = the sum of bucket b's task sums (`+=` when `accumulate`).
+    /// sums[b] = the sum of bucket b's task sums (`+=` when `accumulate`), where no bucket
+    /// has more than `most` tasks: first levels of a tree over each bucket's tasks, each
+    /// adding [`TASK_FOLD`] task sums into one, until a bucket has at most that many left;
+    /// then one thread a bucket adds those.
+    #[allow(clippy::too_many_arguments)]
     pub fn task_reduce<J: Pod>(
         &self,
         s: &Stream,
-        partial: &DeviceBuffer<J>,
+        partial: &mut DeviceBuffer<J>,
         tasks: (&DeviceBuffer<u32>, &DeviceBuffer<u32>),
+        bucket_of: &DeviceBuffer<u32>,
         total: usize,
+        most: usize,
         accumulate: bool,
         sums: &mut DeviceBuffer<J>,
     ) -> Result<(), CudaError> {
         let (task_offsets, task_counts) = tasks;
         need("task offsets", task_offsets.len(), total)?;
         need("tasks", task_counts.len(), total)?;
+        need("task buckets", bucket_of.len(), partial.len())?;
         need("bucket sums", sums.len(), total)?;
         let t32 = u32::try_from(total).map_err(|_| CudaError::TooLarge { n: total })?;
-        // SAFETY: thread b < total reads partial[task_offsets[b] .. + tasks[b]), all written
-        // by task_sums within partial's length, and writes sums[b].
+        let (folds, step) = fold_steps(most)?;
+        for step in folds {
+            // SAFETY: thread g below the device-side task count (at most partial.len(), which
+            // the host sized for every task) reads bucket_of[g] and the task tables of its
+            // bucket, and reads and writes partial entries of its own bucket's tasks only:
+            // g + j·step for j < TASK_FOLD, whose own index is not a multiple of
+            // TASK_FOLD·step, so that no thread of this level writes what another reads.
+            unsafe {
+                self.task_fold.launch(
+                    s,
+                    grid(partial.len())?,
+                    &[&*partial, task_offsets, task_counts, bucket_of, &t32, &step],
+                )
+            }?;
+        }
+        // SAFETY: thread b < total reads partial[task_offsets[b] + j·step] within the
+        // bucket's tasks, all written by task_sums (and the folds) within partial's length,
+        // and writes sums[b].
         unsafe {
             self.task_reduce.launch(
                 s,
                 grid(total)?,
                 &[
-                    partial,
+                    &*partial,
                     task_offsets,
                     task_counts,
                     &t32,
+                    &step,
                     &u32::from(accumulate),
                     &*sums,
                 ],
@@ -1242,7 +1292,8 @@ impl EcGpuGenMultiexp {
 #[cfg(test)]
 mod tests {
     use super::{
-        fitting_block, Copies, CudaError, TaskSplit, FILL_PER_SM, G2_AFFINE_BATCHES, MAX_COPIES,
+        fitting_block, fold_steps, Copies, CudaError, TaskSplit, FILL_PER_SM, G2_AFFINE_BATCHES,
+        MAX_COPIES, TASK_FOLD,
     };
 
     #[test]
@@ -1282,6 +1333,39 @@ mod tests {
                 per_thread: 1
             }
         );
+    }
+
+    #[test]
+    fn the_tree_folds_until_at_most_sixteen_sums_are_left_a_bucket() {
+        assert_eq!(fold_steps(1).unwrap(), (vec![], 1));
+        assert_eq!(fold_steps(16).unwrap(), (vec![], 1));
+        assert_eq!(fold_steps(17).unwrap(), (vec![1], 16));
+        assert_eq!(fold_steps(256).unwrap(), (vec![1], 16));
+        // 2^18 points in tasks of 512 with the edge cases: two levels, two sums left.
+        assert_eq!(fold_steps(489).unwrap(), (vec![1, 16], 256));
+        assert_eq!(
+            fold_steps(1 << 20).unwrap(),
+            (vec![1, 16, 256, 4096], 65536)
+        );
+        for most in [
+            1usize,
+            15,
+            16,
+            17,
+            255,
+            256,
+            257,
+            4097,
+            1 << 20,
+            (1 << 20) + 1,
+        ] {
+            let (folds, step) = fold_steps(most).unwrap();
+            assert!(most.div_ceil(step as usize) <= TASK_FOLD, "most = {most}");
+            assert!(
+                folds.is_empty() || most.div_ceil(step as usize / TASK_FOLD) > TASK_FOLD,
+                "most = {most}: a level too many"
+            );
+        }
     }
 
     #[test]

@@ -162,6 +162,12 @@ impl Plan {
         self.n * self.nw as usize / self.t as usize + self.total() + 1
     }
 
+    /// The most tasks a bucket of n points can have: a set's bucket holds at most one entry
+    /// of each point in each of the set's windows.
+    pub fn bucket_tasks_at_most(&self, n: usize) -> usize {
+        (n * self.copies as usize).div_ceil(self.t as usize).max(1)
+    }
+
     /// All buckets of all sets.
     pub fn total(&self) -> usize {
         (self.sets() * self.buckets) as usize
@@ -504,7 +510,17 @@ impl<J: bytemuck::Pod> Workspace<J> {
             order,
             &mut self.partial,
         )?;
-        ck.task_reduce(s, &self.partial, tasks, total, accumulate, &mut self.sums)?;
+        let most = p.bucket_tasks_at_most(n);
+        ck.task_reduce(
+            s,
+            &mut self.partial,
+            tasks,
+            &self.order.bucket_of,
+            total,
+            most,
+            accumulate,
+            &mut self.sums,
+        )?;
         mark(marks, 3, s)
     }
 

@@ -445,6 +445,36 @@ fn skewed_buckets_mostly_zero_one_scalars() {
     }
 }
 
+/// One scalar for nearly every point (the edge cases planted besides): each window's bucket
+/// holds about all of them, 489 tasks of 512 points, whose sums two levels of the tree fold
+/// (16 into one, twice) before one thread a bucket adds the last two; groups are left
+/// partial at either level.
+#[test]
+fn a_bucket_of_hundreds_of_tasks_is_folded_to_blst_sum() {
+    let Some((_ctx, gpu, seed)) = setup() else {
+        return;
+    };
+    let cpu = CpuMsm::new();
+    let n = 250_000;
+    let mut s = vec![scalars(1, seed ^ 0xf01d)[0]; n];
+    let mut p1 = g1_points(n, seed ^ 0xf01e);
+    plant_edge_cases(&mut p1, &mut s, G1Affine::identity(), |p| {
+        (-G1Projective::from(p)).to_affine()
+    });
+    let b1 = Bases::new(p1).unwrap();
+    let dev = gpu.upload_bases::<G1>(&b1).unwrap();
+    let want = cpu.g1(&b1, &s, None).unwrap();
+    assert_eq!(gpu.msm::<G1>(&dev, &s, ScalarKind::Dense).unwrap(), want);
+    let mut p2 = g2_points(n, seed ^ 0xf01f);
+    plant_edge_cases(&mut p2, &mut s, G2Affine::identity(), |p| {
+        (-G2Projective::from(p)).to_affine()
+    });
+    let b2 = Bases::new(p2).unwrap();
+    let dev = gpu.upload_bases::<G2>(&b2).unwrap();
+    let want = cpu.g2(&b2, &s, None).unwrap();
+    assert_eq!(gpu.msm::<G2>(&dev, &s, ScalarKind::Dense).unwrap(), want);
+}
+
 #[test]
 fn a_2_pow_24_msm_matches_blst() {
     // The benchmark's largest dense size, with the multi-tile prefix sums and the folded
