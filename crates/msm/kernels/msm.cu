@@ -421,10 +421,10 @@ __noinline__ DEVICE JAC msm_affine_sum_##NAME(const FT* ax, const FT* ay,       
 // extension products and 2 squarings. A thread takes per_thread tasks (per_thread · parts <=
 // B), each split into `parts` runs of nearly equal length (so that there are threads enough
 // to fill the GPU when tasks are few and long), and adds each task's run sums at the end.
-// Thread x of the grid's G takes the task slots x + j·G (longest first): the longest tasks,
-// a large bucket's shares, go one to a thread rather than all of a thread's to the first
-// threads. A step adds P to A by the slope (y_P - y_A) / (x_P - x_A); P = A doubles by
-// 3x_A^2 / 2y_A; P = -A leaves the identity; a sum that is the identity takes P as it is.
+// Thread x of a block of w threads takes the task slots x + j·w of the block's run of
+// w·per_thread slots: tasks of nearly equal lengths (longest first). A step adds P to A by
+// the slope (y_P - y_A) / (x_P - x_A); P = A doubles by 3x_A^2 / 2y_A; P = -A leaves the
+// identity; a sum that is the identity takes P as it is.
 #define MSM_TASK_SUMS_AFFINE(NAME, AFF, JAC, P, F, FT, BF, BT, LAUNCH, B)                       \
 KERNEL void LAUNCH msm_task_sums_affine##B##_##NAME(                                            \
     const AFF* __restrict__ bases, const uint* __restrict__ sorted,                             \
@@ -434,15 +434,14 @@ KERNEL void LAUNCH msm_task_sums_affine##B##_##NAME(                            
     uint per_thread, JAC* __restrict__ partial) {                                               \
   const uint slots = task_offsets[total - 1] + tasks[total - 1];                                \
   const uint runs = per_thread * parts; /* at most B */                                         \
-  const uint first = blockIdx.x * blockDim.x + threadIdx.x;                                     \
-  const uint spread = gridDim.x * blockDim.x;                                                   \
+  const uint first = blockIdx.x * blockDim.x * per_thread + threadIdx.x;                        \
   const FT zero = F(ZERO);                                                                      \
   FT ax[B], ay[B];                                                                              \
   BT pre[B], nrm[B];                                                                            \
   uint pos[B], end[B];                                                                          \
   unsigned long long held = 0; /* bit k: run k's sum is a point, not the identity */            \
   _Pragma("unroll 1") for (uint k = 0; k < runs; k++) {                                         \
-    const uint slot = first + (k / parts) * spread;                                             \
+    const uint slot = first + (k / parts) * blockDim.x;                                         \
     pos[k] = end[k] = 0;                                                                        \
     if (slot >= slots) continue;                                                                \
     const uint g = order[slot];                                                                 \
@@ -527,7 +526,7 @@ KERNEL void LAUNCH msm_task_sums_affine##B##_##NAME(                            
   }                                                                                             \
   /* Each task's sum: its runs' sums added (out of line: it is run once). */                    \
   _Pragma("unroll 1") for (uint j = 0; j < per_thread; j++) {                                   \
-    const uint slot = first + j * spread;                                                       \
+    const uint slot = first + j * blockDim.x;                                                   \
     if (slot >= slots) continue;                                                                \
     partial[order[slot]] = msm_affine_sum_##NAME(ax, ay, held, j * parts, (j + 1) * parts);     \
   }                                                                                             \

@@ -983,9 +983,8 @@ impl CurveKernels {
         // beyond the device-side task count return; the host sized `partial` for every task
         // (total + m / t bounds the sum of ceil(count / t)). `order` is a permutation of the
         // tasks and `bucket_of` their buckets (task_keys and a counting sort), both holding
-        // partial.len() entries (checked). Thread x of the grid's G >= threads takes the
-        // slots x + j·G for j < split.per_thread, so the grid covers every slot once, and at
-        // most task_batch runs (checked).
+        // partial.len() entries (checked). A thread takes split.per_thread slots, so the grid
+        // covers every slot, and at most task_batch runs (checked).
         unsafe {
             self.task_sums
                 .launch(s, grid_of(threads, self.task_block)?, &args)
