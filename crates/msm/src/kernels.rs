@@ -1013,10 +1013,11 @@ impl CurveKernels {
         split
     }
 
-    /// sums[b] = the sum of bucket b's task sums (`+=` when `accumulate`), where no bucket
-    /// has more than `most` tasks: first levels of a tree over each bucket's tasks, each
-    /// adding [`TASK_FOLD`] task sums into one, until a bucket has at most that many left;
-    /// then one thread a bucket adds those.
+    /// sums[b] = the sum of bucket b's task sums (`+=` when `accumulate`): first levels of a
+    /// tree over each bucket's tasks, each adding [`TASK_FOLD`] task sums into one, then one
+    /// thread a bucket adding what the levels left. `most`, a bound on any bucket's tasks,
+    /// sets the levels so that at most [`TASK_FOLD`] are left; the sum is right for any count,
+    /// a bucket beyond the bound only leaving its thread more to add.
     #[allow(clippy::too_many_arguments)]
     pub fn task_reduce<J: Pod>(
         &self,
