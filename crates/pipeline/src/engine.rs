@@ -116,6 +116,22 @@ pub struct Config {
     /// What becomes of the jobs of a device quarantined after a fault that leaves it
     /// unusable ([`Engine::quarantined`]). Default: they fail.
     pub on_device_failure: OnDeviceFailure,
+    /// The check of every proof before it is returned. Default: [`ProofCheck::Pairing`].
+    pub proof_check: ProofCheck,
+}
+
+/// What the engine checks of each proof it made before returning it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProofCheck {
+    /// A, B and C on their curves and in the subgroup, and the pairing equation against the
+    /// job's verifying key and public inputs ([`crate::check`]); a proof that fails is
+    /// [`ProveError::ProofRejected`]. Default.
+    #[default]
+    Pairing,
+    /// None: for keys under which no proof can verify (random test keys), and benchmarks of
+    /// the engine without its check.
+    Off,
 }
 
 /// `with_<field>(value)`: the configuration with one field set, for building a `Config` from
@@ -152,6 +168,7 @@ config_setters! {
     with_key_multiples => key_multiples: usize,
     with_pin_key => pin_key: bool,
     with_on_device_failure => on_device_failure: OnDeviceFailure,
+    with_proof_check => proof_check: ProofCheck,
 }
 
 /// What becomes of the jobs of a quarantined device.
@@ -193,6 +210,7 @@ impl Default for Config {
             key_multiples: 1,
             pin_key: true,
             on_device_failure: OnDeviceFailure::Fail,
+            proof_check: ProofCheck::Pairing,
         }
     }
 }
@@ -261,6 +279,8 @@ struct G1Done {
     z: Option<Assignment>,
     g1: G1Parts,
     b2: Option<G2Projective>,
+    /// The public inputs without the constant one, for the proof's check.
+    inputs: Vec<Scalar>,
     report: JobReport,
     r: Scalar,
     s: Scalar,
@@ -492,11 +512,11 @@ impl Engine {
         }
         drop(g1_tx);
         for i in 0..cfg.g2_threads.max(1) {
-            let (rx, st) = (g1_rx.clone(), Arc::clone(&stats));
+            let (rx, st, check) = (g1_rx.clone(), Arc::clone(&stats), cfg.proof_check);
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("zkpipe-g2-{i}"))
-                    .spawn(move || g2_stage(rx, st))
+                    .spawn(move || g2_stage(rx, st, check))
                     .map_err(|e| ProveError::device(0, e))?,
             );
         }
@@ -955,6 +975,7 @@ fn worker(w: Worker, jobs: Receiver<Job>, out: Sender<G1Done>, stats: Arc<Counte
             msm_gpu_ms = tracing::field::Empty,
         );
         let _e = span.enter();
+        let inputs = witness.input.get(1..).unwrap_or_default().to_vec();
         let run = catch_unwind(AssertUnwindSafe(|| -> Result<Ran, ProveError> {
             let WorkerKind::Gpu(w) = &kind else {
                 let (abc, z) = take_parts(&mut witness);
@@ -1003,6 +1024,7 @@ fn worker(w: Worker, jobs: Receiver<Job>, out: Sender<G1Done>, stats: Arc<Counte
                     z,
                     g1,
                     b2,
+                    inputs,
                     report,
                     r,
                     s,
@@ -1160,32 +1182,11 @@ fn cpu_g1(
     Ok((Some(z), g1, None, report))
 }
 
-fn g2_stage(rx: Receiver<G1Done>, stats: Arc<Counters>) {
+fn g2_stage(rx: Receiver<G1Done>, stats: Arc<Counters>, check: ProofCheck) {
     for d in rx {
         let span = tracing::info_span!("g2", job = d.id);
         let _e = span.enter();
-        let run = catch_unwind(AssertUnwindSafe(
-            || -> Result<(Proof, JobReport), ProveError> {
-                let mut report = d.report.clone();
-                let b2 = match (d.b2, &d.z) {
-                    (Some(b2), _) => b2,
-                    (None, None) => {
-                        return Err(ProveError::Lost {
-                            job: d.id,
-                            reason: "neither B2 nor the assignment reached the G2 stage".into(),
-                        })
-                    }
-                    (None, Some(z)) => {
-                        let t = Instant::now();
-                        let b2 = prover::g2_msm(&CpuMsm::new() as &dyn Msm, &d.key, z)?;
-                        Counters::add(&stats.g2_ns, t.elapsed());
-                        report.g2_cpu_ms = t.elapsed().as_secs_f64() * 1e3;
-                        b2
-                    }
-                };
-                Ok((prover::assemble(&d.key, &d.g1, b2, d.r, d.s), report))
-            },
-        ));
+        let run = catch_unwind(AssertUnwindSafe(|| finish(&d, &stats, check)));
         let result = run.unwrap_or_else(|p| {
             Err(ProveError::Lost {
                 job: d.id,
@@ -1194,10 +1195,57 @@ fn g2_stage(rx: Receiver<G1Done>, stats: Arc<Counters>) {
         });
         match &result {
             Ok(_) => stats.done.fetch_add(1, Ordering::Relaxed),
+            Err(ProveError::ProofRejected { .. }) => {
+                stats.rejected.fetch_add(1, Ordering::Relaxed);
+                stats.failed.fetch_add(1, Ordering::Relaxed)
+            }
             Err(_) => stats.failed.fetch_add(1, Ordering::Relaxed),
         };
+        if let Err(e) = &result {
+            tracing::warn!(job = d.id, error = %e, "job failed");
+        }
         let _ = d.reply.send(result);
     }
+}
+
+/// A job's last steps: B2 on the CPU when the GPU did not sum it, the proof assembled, and
+/// the proof checked against the key and the job's public inputs before it goes out.
+fn finish(
+    d: &G1Done,
+    stats: &Counters,
+    check: ProofCheck,
+) -> Result<(Proof, JobReport), ProveError> {
+    let mut report = d.report.clone();
+    let b2 = match (d.b2, &d.z) {
+        (Some(b2), _) => b2,
+        (None, None) => {
+            return Err(ProveError::Lost {
+                job: d.id,
+                reason: "neither B2 nor the assignment reached the G2 stage".into(),
+            })
+        }
+        (None, Some(z)) => {
+            let t = Instant::now();
+            let b2 = prover::g2_msm(&CpuMsm::new() as &dyn Msm, &d.key, z)?;
+            Counters::add(&stats.g2_ns, t.elapsed());
+            report.g2_cpu_ms = t.elapsed().as_secs_f64() * 1e3;
+            b2
+        }
+    };
+    #[cfg(feature = "fault-injection")]
+    let g1 = &crate::inject::after_msms(&d.g1);
+    #[cfg(not(feature = "fault-injection"))]
+    let g1 = &d.g1;
+    let proof = prover::assemble(&d.key, g1, b2, d.r, d.s);
+    if check == ProofCheck::Pairing {
+        let t = Instant::now();
+        let checked = crate::proof::check(d.key.prepared_vk(), &proof, &d.inputs)?;
+        report.check_ms = t.elapsed().as_secs_f64() * 1e3;
+        if let Err(fault) = checked {
+            return Err(ProveError::ProofRejected { job: d.id, fault });
+        }
+    }
+    Ok((proof, report))
 }
 
 fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {

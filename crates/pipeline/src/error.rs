@@ -110,6 +110,13 @@ pub enum ProveError {
     /// or [`crate::Engine::shutdown_now`]).
     #[error("job {job} was cancelled before it ran")]
     Cancelled { job: u64 },
+    /// The proof the job made failed the check every proof gets before it is returned
+    /// ([`crate::Config::proof_check`]): the bytes are withheld.
+    #[error("job {job}: the proof failed its check against the key and the public inputs ({fault}); it was not returned")]
+    ProofRejected {
+        job: u64,
+        fault: crate::proof::ProofFault,
+    },
     /// The job queue stayed full for the whole wait of [`crate::Engine::submit_timeout`].
     #[error("the job queue stayed full for {waited_ms} ms; job not accepted")]
     QueueFull { waited_ms: u128 },
@@ -162,6 +169,7 @@ impl ProveError {
             ProveError::DeadlineExceeded { .. } => "DeadlineExceeded",
             ProveError::Cancelled { .. } => "Cancelled",
             ProveError::QueueFull { .. } => "QueueFull",
+            ProveError::ProofRejected { .. } => "ProofRejected",
             ProveError::ConfigFile { .. } => "ConfigFile",
             ProveError::ConfigRead { .. } => "ConfigRead",
         }

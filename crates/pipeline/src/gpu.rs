@@ -571,6 +571,7 @@ impl GpuWorker {
             lock_ms,
             g2_cpu_ms: 0.0,
             uploaded_bytes: bytes,
+            check_ms: 0.0,
         };
         self.record(stats, &report);
         Ok((z, parts, b2, report))

@@ -1,13 +1,14 @@
 //! Proving and verifying keys, checked where they enter the engine.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use blstrs::{G1Affine, G2Affine};
 use group::prime::PrimeCurveAffine;
 use zkpipe_cuda::Context;
 use zkpipe_msm::{Bases, MsmError, Point};
 
+use crate::proof::PreparedVerifyingKey;
 use crate::ProveError;
 
 /// The verifying key (bellperson's layout).
@@ -49,6 +50,8 @@ pub struct ProvingKey {
     pub(crate) a: Bases<G1Affine>,
     pub(crate) b_g1: Bases<G1Affine>,
     pub(crate) b_g2: Bases<G2Affine>,
+    /// The verifying key prepared for the check of every proof, made at its first use.
+    prepared: OnceLock<PreparedVerifyingKey>,
 }
 
 static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
@@ -126,6 +129,7 @@ impl ProvingKey {
             b_g1: checked("b_g1", parts.b_g1)?,
             b_g2: checked("b_g2", parts.b_g2)?,
             vk,
+            prepared: OnceLock::new(),
         };
         key.check_shape()?;
         Ok(key)
@@ -142,6 +146,7 @@ impl ProvingKey {
             b_g1: Bases::new_unchecked(parts.b_g1),
             b_g2: Bases::new_unchecked(parts.b_g2),
             vk: parts.vk,
+            prepared: OnceLock::new(),
         };
         key.check_shape()?;
         Ok(key)
@@ -177,6 +182,13 @@ impl ProvingKey {
     /// A number unique to this key in this process (caches of device copies use it).
     pub fn id(&self) -> u64 {
         self.id
+    }
+
+    /// The verifying key prepared for pairings (made once, at the first proof checked). Its
+    /// points were checked with the key's ([`ProvingKey::new`]) or are trusted with it.
+    pub fn prepared_vk(&self) -> &PreparedVerifyingKey {
+        self.prepared
+            .get_or_init(|| PreparedVerifyingKey::new_unchecked(&self.vk))
     }
 
     /// The verifying key.

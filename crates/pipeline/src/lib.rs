@@ -13,6 +13,9 @@
 //!   keeps its memory from job to job, or each job allocates its own. The H step uses four
 //!   vectors, or three. The MSM chunk size is set, and the key is resident or streamed. A job
 //!   that fits no plan is an error naming the smallest plan's bytes.
+//! - Every proof is checked before it is returned ([`Config::proof_check`], on by default): its
+//!   points on their curves and in the subgroup, then the pairing equation against the job's
+//!   key and public inputs. A proof that fails is [`ProveError::ProofRejected`], never bytes.
 //! - Witnesses can be synthesized straight into page-locked memory the engine lends
 //!   ([`Engine::lend_witness`] for a, b, c and the aux values, [`Engine::lend_evaluations`] for
 //!   a, b, c; [`Scalars`]); [`JobHandle::wait_report`] tells what a job did.
@@ -45,12 +48,14 @@ mod witness;
 
 pub use config_file::parse_bytes;
 pub use engine::{
-    Backend, Config, Engine, G2Placement, JobHandle, OnDeviceFailure, Quarantine, Randomness,
-    CONFIG_MAX,
+    Backend, Config, Engine, G2Placement, JobHandle, OnDeviceFailure, ProofCheck, Quarantine,
+    Randomness, CONFIG_MAX,
 };
 pub use error::{ProveError, Refused};
 pub use key::{KeyParts, ProvingKey, VerifyingKey};
 pub use params::{read_params, read_params_unchecked, ParamsError, PointProblem};
-pub use proof::{verify, PreparedVerifyingKey, Proof, PROOF_BYTES};
+pub use proof::{check, verify, PreparedVerifyingKey, Proof, ProofFault, PROOF_BYTES};
+#[cfg(feature = "fault-injection")]
+pub mod inject;
 pub use stats::{EngineStats, JobReport};
 pub use witness::{LentWitness, PinnedScalars, Scalars, Witness};

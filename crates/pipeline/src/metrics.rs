@@ -73,6 +73,7 @@ pub(crate) fn render(st: &EngineStats, queued: u64, stages: &StageHistograms) ->
         ("done", st.done),
         ("failed", st.failed),
         ("cancelled", st.cancelled),
+        ("rejected", st.rejected),
     ]
     .iter()
     .map(|(s, v)| (format!("{{state=\"{s}\"}}"), *v as f64))

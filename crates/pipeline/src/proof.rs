@@ -95,11 +95,8 @@ pub fn verify(
             got: inputs.len(),
         });
     }
-    let mut acc = G1Projective::from(ic[0]);
-    for (x, p) in inputs.iter().zip(&ic[1..]) {
-        acc += G1Projective::from(*p) * x;
-    }
-    let acc = acc.to_affine();
+    let bases: Vec<G1Projective> = ic[1..].iter().map(G1Projective::from).collect();
+    let acc = (G1Projective::from(ic[0]) + G1Projective::multi_exp(&bases, inputs)).to_affine();
     let b = G2Prepared::from(proof.b);
     let ml = Bls12::multi_miller_loop(&[
         (&proof.a, &b),
@@ -107,4 +104,48 @@ pub fn verify(
         (&proof.c, &pvk.neg_delta),
     ]);
     Ok(ml.final_exponentiation() == pvk.alpha_beta)
+}
+
+/// Why a proof the engine made failed its check before it was returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProofFault {
+    /// A point of the proof off its curve.
+    #[error("{part} is not on the curve")]
+    NotOnCurve { part: &'static str },
+    /// A point of the proof on its curve, outside the prime-order subgroup.
+    #[error("{part} is not in the prime-order subgroup")]
+    NotInSubgroup { part: &'static str },
+    /// The points are sound and the pairing equation does not hold.
+    #[error("the pairing check e(A, B) = e(alpha, beta) · e(IC(x), gamma) · e(C, delta) fails")]
+    Pairing,
+}
+
+/// The check the engine runs on every proof it made before returning it: A, B and C on their
+/// curves and in the subgroup, then [`verify`] against the job's key and public inputs
+/// (without the constant one).
+pub fn check(
+    pvk: &PreparedVerifyingKey,
+    proof: &Proof,
+    inputs: &[Scalar],
+) -> Result<Result<(), ProofFault>, ProveError> {
+    let g1 = [("A", &proof.a), ("C", &proof.c)];
+    for (part, p) in g1 {
+        if !bool::from(p.is_on_curve()) {
+            return Ok(Err(ProofFault::NotOnCurve { part }));
+        }
+        if !bool::from(p.is_torsion_free()) {
+            return Ok(Err(ProofFault::NotInSubgroup { part }));
+        }
+    }
+    if !bool::from(proof.b.is_on_curve()) {
+        return Ok(Err(ProofFault::NotOnCurve { part: "B" }));
+    }
+    if !bool::from(proof.b.is_torsion_free()) {
+        return Ok(Err(ProofFault::NotInSubgroup { part: "B" }));
+    }
+    Ok(match verify(pvk, proof, inputs)? {
+        true => Ok(()),
+        false => Err(ProofFault::Pairing),
+    })
 }

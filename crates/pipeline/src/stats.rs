@@ -10,6 +10,8 @@ pub(crate) struct Counters {
     pub done: AtomicU64,
     pub failed: AtomicU64,
     pub cancelled: AtomicU64,
+    /// Jobs whose proof failed its check (counted in `failed` too).
+    pub rejected: AtomicU64,
     /// Jobs workers have taken from the queue (run, cancelled or expired).
     pub taken: AtomicU64,
     /// Jobs a worker of a quarantined device put back for another device.
@@ -52,6 +54,7 @@ impl Counters {
             done: self.done.load(Ordering::Relaxed),
             failed: self.failed.load(Ordering::Relaxed),
             cancelled: self.cancelled.load(Ordering::Relaxed),
+            rejected: self.rejected.load(Ordering::Relaxed),
             h_ms: ms(&self.h_ns),
             g1_msm_ms: ms(&self.g1_ns),
             g2_msm_ms: ms(&self.g2_ns),
@@ -104,6 +107,9 @@ pub struct JobReport {
     pub g2_cpu_ms: f64,
     /// Bytes the job copied to the device.
     pub uploaded_bytes: u64,
+    /// Host milliseconds of the proof's check before it was returned (0 when the engine
+    /// checks none: [`crate::Config::proof_check`]).
+    pub check_ms: f64,
 }
 
 impl JobReport {
@@ -126,6 +132,9 @@ pub struct EngineStats {
     pub failed: u64,
     /// Jobs cancelled before they ran.
     pub cancelled: u64,
+    /// Jobs whose proof failed the check before return ([`crate::ProveError::ProofRejected`];
+    /// counted in `failed` too).
+    pub rejected: u64,
     /// Time in the H step (ms).
     pub h_ms: f64,
     /// Time in the G1 MSMs (ms).

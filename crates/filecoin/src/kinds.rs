@@ -1,0 +1,478 @@
+//! Each proof kind's circuits, built as filecoin-proofs builds them: the public inputs and
+//! public parameters from the request, one circuit a partition from its vanilla proof through
+//! the compound proof's constructor, and the public inputs its verifier will check.
+
+use filecoin_hashers::{Domain, Hasher};
+use filecoin_proofs::{
+    as_safe_commitment, parameters, partition_vanilla_proofs, single_partition_vanilla_proofs,
+    DefaultPieceDomain, DefaultPieceHasher, FallbackPoStSectorProof, PoRepConfig, PoStConfig,
+    PoStType, SectorShape2KiB, SectorShape32GiB, SectorShape512MiB, SectorShape64GiB,
+    SectorShape8MiB, SectorUpdateConfig, TreeRHasher,
+};
+use storage_proofs_core::api_version::ApiFeature;
+use storage_proofs_core::compound_proof::{self, CompoundProof};
+use storage_proofs_core::merkle::MerkleTreeTrait;
+use storage_proofs_core::parameter_cache::{CacheableParameters, ParameterSetMetadata};
+use storage_proofs_porep::stacked::{self, StackedCircuit, StackedCompound, StackedDrg};
+use storage_proofs_post::fallback::{
+    self, FallbackPoSt, FallbackPoStCircuit, FallbackPoStCompound, PublicSector,
+};
+use storage_proofs_update::{EmptySectorUpdateCircuit, EmptySectorUpdateCompound, PartitionProof};
+use zkpipe_pipeline::Engine;
+
+use crate::prover::PartitionCircuit;
+use crate::request::{PoRepC2, SnapUpdate, WindowPoSt, WinningPoSt};
+use crate::{catch, FilecoinError, LoadedKey, ProofOutput, Prover, Request};
+
+/// How far a request goes.
+#[derive(Clone, Copy)]
+pub(crate) enum Step<'e> {
+    /// Its key only (read or generated, then resident).
+    Key,
+    /// Its proof, on this engine.
+    Prove(&'e Engine),
+}
+
+/// What a request came to.
+pub(crate) enum Done {
+    Key(LoadedKey),
+    Proof(Box<ProofOutput>),
+}
+
+/// Calls `$f::<Tree>(args)` with the sector shape of `$size` bytes.
+macro_rules! with_shape {
+    ($size:expr, $f:ident, $($arg:expr),* $(,)?) => {
+        match $size {
+            0x800 => $f::<SectorShape2KiB>($($arg),*),
+            0x80_0000 => $f::<SectorShape8MiB>($($arg),*),
+            0x2000_0000 => $f::<SectorShape512MiB>($($arg),*),
+            0x8_0000_0000 => $f::<SectorShape32GiB>($($arg),*),
+            0x10_0000_0000 => $f::<SectorShape64GiB>($($arg),*),
+            other => Err(FilecoinError::Unsupported {
+                what: format!("sector size {other}"),
+                why: "filecoin-proofs proves 2 KiB, 8 MiB, 512 MiB, 32 GiB and 64 GiB sectors",
+            }),
+        }
+    };
+}
+
+/// Runs `request` as far as `step`.
+pub(crate) fn run(prover: &Prover, step: Step<'_>, request: &Request) -> Result<Done, FilecoinError> {
+    match request {
+        Request::PoRepC2(r) => {
+            let size = u64::from(r.c1.registered_proof.sector_size());
+            with_shape!(size, porep_c2, prover, step, r)
+        }
+        Request::WindowPoSt(r) => {
+            let size = u64::from(r.registered_proof.sector_size());
+            with_shape!(size, window_post, prover, step, r)
+        }
+        Request::WinningPoSt(r) => {
+            let size = u64::from(r.registered_proof.sector_size());
+            with_shape!(size, winning_post, prover, step, r)
+        }
+        Request::Snap(r) => {
+            let size = u64::from(r.registered_proof.sector_size());
+            with_shape!(size, snap, prover, step, r)
+        }
+    }
+}
+
+/// The key of `request`.
+pub(crate) fn key(prover: &Prover, request: &Request) -> Result<LoadedKey, FilecoinError> {
+    match run(prover, Step::Key, request)? {
+        Done::Key(k) => Ok(k),
+        Done::Proof(p) => Ok(p.key),
+    }
+}
+
+/// The proof of `request`.
+pub(crate) fn prove(
+    prover: &Prover,
+    engine: &Engine,
+    request: &Request,
+) -> Result<ProofOutput, FilecoinError> {
+    match run(prover, Step::Prove(engine), request)? {
+        Done::Proof(p) => Ok(*p),
+        Done::Key(_) => Err(FilecoinError::Unsupported {
+            what: "a proof request that stopped at its key".into(),
+            why: "internal",
+        }),
+    }
+}
+
+/// The key (read through the prover's parameter cache), then for [`Step::Prove`] the proof
+/// of `count` partitions, `make(k)` building partition k's circuit.
+fn finish<C, F>(
+    prover: &Prover,
+    step: Step<'_>,
+    key: Result<LoadedKey, FilecoinError>,
+    count: usize,
+    make: F,
+) -> Result<Done, FilecoinError>
+where
+    C: bellperson::Circuit<blstrs::Scalar>,
+    F: Fn(usize) -> Result<PartitionCircuit<C>, FilecoinError> + Sync,
+{
+    let key = key?;
+    match step {
+        Step::Key => Ok(Done::Key(key)),
+        Step::Prove(engine) => prover
+            .run_partitions(engine, key, count, make)
+            .map(|p| Done::Proof(Box::new(p))),
+    }
+}
+
+/// The key of the parameter set `id` for `sector_size`, `blank` the circuit to generate test
+/// parameters for.
+fn load_key<C: bellperson::Circuit<blstrs::Scalar>>(
+    prover: &Prover,
+    id: String,
+    sector_size: u64,
+    blank: impl FnOnce() -> C,
+) -> Result<LoadedKey, FilecoinError> {
+    catch("reading the parameters", None, || {
+        prover.params.key(id, sector_size, blank)
+    })?
+}
+
+fn porep_c2<Tree: 'static + MerkleTreeTrait>(
+    prover: &Prover,
+    step: Step<'_>,
+    r: &PoRepC2,
+) -> Result<Done, FilecoinError> {
+    let c1 = &r.c1;
+    let registered = c1.registered_proof;
+    let config: PoRepConfig = registered.as_v1_config();
+    if config.feature_enabled(ApiFeature::NonInteractivePoRep) {
+        return Err(FilecoinError::Unsupported {
+            what: format!("{registered:?}"),
+            why: "non-interactive PoRep's C2 is an aggregate of its proofs; this prover makes interactive PoRep's C2",
+        });
+    }
+    for (what, v) in [("comm_d", &c1.comm_d), ("comm_r", &c1.comm_r), ("seed", &c1.seed)] {
+        if *v == [0; 32] {
+            return Err(FilecoinError::Mismatch {
+                what,
+                expected: "a non-zero value".into(),
+                got: "all zeros".into(),
+            });
+        }
+    }
+    let vanilla: Vec<Vec<stacked::Proof<Tree, DefaultPieceHasher>>> = c1
+        .vanilla_proofs
+        .clone()
+        .try_into()
+        .map_err(|_| FilecoinError::Mismatch {
+            what: "the C1 output's vanilla proofs",
+            expected: format!("proofs of {registered:?}'s sector shape"),
+            got: "proofs of another sector size".into(),
+        })?;
+    let partitions = usize::from(config.partitions);
+    if vanilla.len() != partitions || vanilla.iter().any(|p| p.is_empty()) {
+        return Err(FilecoinError::Mismatch {
+            what: "the C1 output's partitions of vanilla proofs",
+            expected: format!("{partitions}, none empty"),
+            got: format!("{:?} proofs a partition", vanilla.iter().map(Vec::len).collect::<Vec<_>>()),
+        });
+    }
+    let replica_id: <Tree::Hasher as Hasher>::Domain =
+        <Tree::Hasher as Hasher>::Domain::try_from_bytes(&c1.replica_id.into_bytes())
+            .map_err(FilecoinError::filecoin("the C1 output's replica id"))?;
+    let expected_replica = stacked::generate_replica_id::<Tree::Hasher, _>(
+        &r.prover_id,
+        r.sector_id,
+        &c1.ticket,
+        c1.comm_d,
+        &config.porep_id,
+    );
+    if expected_replica != replica_id {
+        return Err(FilecoinError::Mismatch {
+            what: "the C1 output's replica id (from the prover id, sector id, ticket, comm_d and proof type)",
+            expected: format!("{expected_replica:?} for sector {} of this prover", r.sector_id),
+            got: format!("{replica_id:?}: the C1 output is of another sector or prover"),
+        });
+    }
+    let pub_in = stacked::PublicInputs::<<Tree::Hasher as Hasher>::Domain, DefaultPieceDomain> {
+        replica_id,
+        tau: Some(stacked::Tau {
+            comm_d: DefaultPieceDomain::try_from_bytes(&c1.comm_d)
+                .map_err(FilecoinError::filecoin("comm_d"))?,
+            comm_r: as_safe_commitment(&c1.comm_r, "comm_r")
+                .map_err(FilecoinError::filecoin("comm_r"))?,
+        }),
+        k: None,
+        seed: Some(c1.seed),
+    };
+    let setup = compound_proof::SetupParams {
+        vanilla_params: parameters::setup_params(&config)
+            .map_err(FilecoinError::filecoin("PoRep setup parameters"))?,
+        partitions: Some(partitions),
+        priority: false,
+    };
+    type Compound<T> = StackedCompound<T, DefaultPieceHasher>;
+    let pub_params = <Compound<Tree> as CompoundProof<StackedDrg<'_, Tree, DefaultPieceHasher>, _>>::setup(&setup)
+        .map_err(FilecoinError::filecoin("PoRep public parameters"))?;
+    let vp = &pub_params.vanilla_params;
+    let key = load_key(prover, <Compound<Tree> as CacheableParameters<StackedCircuit<Tree, DefaultPieceHasher>, _>>::cache_identifier(vp), vp.sector_size(), || {
+        <Compound<Tree> as CompoundProof<StackedDrg<'_, Tree, DefaultPieceHasher>, _>>::blank_circuit(vp)
+    });
+    finish(
+        prover,
+        step,
+        key,
+        partitions,
+        |k| {
+            let circuit = <Compound<Tree> as CompoundProof<StackedDrg<'_, Tree, DefaultPieceHasher>, _>>::circuit(
+                &pub_in,
+                Default::default(),
+                &vanilla[k],
+                vp,
+                Some(k),
+            )
+            .map_err(FilecoinError::filecoin("building the PoRep circuit"))?;
+            let inputs = <Compound<Tree> as CompoundProof<StackedDrg<'_, Tree, DefaultPieceHasher>, _>>::generate_public_inputs(&pub_in, vp, Some(k))
+                .map_err(FilecoinError::filecoin("the PoRep public inputs"))?;
+            Ok(PartitionCircuit {
+                circuit,
+                expected_inputs: Some(inputs),
+            })
+        },
+    )
+}
+
+/// PoSt vanilla proofs from their bincode bytes.
+fn post_vanilla<Tree: 'static + MerkleTreeTrait>(
+    bytes: &[Vec<u8>],
+) -> Result<Vec<FallbackPoStSectorProof<Tree>>, FilecoinError> {
+    if bytes.is_empty() {
+        return Err(FilecoinError::Mismatch {
+            what: "the vanilla proofs",
+            expected: "at least one".into(),
+            got: "none".into(),
+        });
+    }
+    bytes
+        .iter()
+        .enumerate()
+        .map(|(index, b)| {
+            bincode::deserialize(b).map_err(|source| FilecoinError::Vanilla {
+                index,
+                what: "FallbackPoStSectorProof of this sector size",
+                source,
+            })
+        })
+        .collect()
+}
+
+/// The PoSt's public inputs: its randomness, the prover and each proven sector.
+fn post_inputs<Tree: 'static + MerkleTreeTrait>(
+    randomness: &[u8; 32],
+    prover_id: &[u8; 32],
+    vanilla: &[FallbackPoStSectorProof<Tree>],
+    k: Option<usize>,
+) -> Result<fallback::PublicInputs<<Tree::Hasher as Hasher>::Domain>, FilecoinError> {
+    Ok(fallback::PublicInputs {
+        randomness: as_safe_commitment(randomness, "randomness")
+            .map_err(FilecoinError::filecoin("randomness"))?,
+        prover_id: as_safe_commitment(prover_id, "prover_id")
+            .map_err(FilecoinError::filecoin("prover id"))?,
+        sectors: vanilla
+            .iter()
+            .map(|p| PublicSector {
+                id: p.sector_id,
+                comm_r: p.comm_r,
+            })
+            .collect(),
+        k,
+    })
+}
+
+/// The proof of `vanilla` (one set a partition) under FallbackPoSt's compound proof.
+fn post_partitions<'a, Tree: 'static + MerkleTreeTrait>(
+    prover: &Prover,
+    step: Step<'_>,
+    pub_params: &compound_proof::PublicParams<'a, FallbackPoSt<'a, Tree>>,
+    pub_in: &fallback::PublicInputs<<Tree::Hasher as Hasher>::Domain>,
+    vanilla: &[fallback::Proof<<Tree as MerkleTreeTrait>::Proof>],
+    verifier_inputs: bool,
+) -> Result<Done, FilecoinError> {
+    let vp = &pub_params.vanilla_params;
+    let key = load_key(prover, <FallbackPoStCompound<Tree> as CacheableParameters<FallbackPoStCircuit<Tree>, _>>::cache_identifier(vp), vp.sector_size(), || {
+        FallbackPoStCompound::<Tree>::blank_circuit(vp)
+    });
+    finish(
+        prover,
+        step,
+        key,
+        vanilla.len(),
+        |k| {
+            let circuit = FallbackPoStCompound::<Tree>::circuit(pub_in, Default::default(), &vanilla[k], vp, Some(k))
+                .map_err(FilecoinError::filecoin("building the PoSt circuit"))?;
+            let expected_inputs = match verifier_inputs {
+                true => Some(
+                    FallbackPoStCompound::<Tree>::generate_public_inputs(pub_in, vp, Some(k))
+                        .map_err(FilecoinError::filecoin("the PoSt public inputs"))?,
+                ),
+                false => None,
+            };
+            Ok(PartitionCircuit {
+                circuit,
+                expected_inputs,
+            })
+        },
+    )
+}
+
+fn post_config(
+    registered: filecoin_proofs_api::RegisteredPoStProof,
+    typ: PoStType,
+) -> Result<PoStConfig, FilecoinError> {
+    let config = registered.as_v1_config();
+    if config.typ != typ {
+        return Err(FilecoinError::Mismatch {
+            what: "the registered PoSt proof",
+            expected: format!("a {typ:?} PoSt proof"),
+            got: format!("{registered:?}"),
+        });
+    }
+    Ok(config)
+}
+
+fn window_post<Tree: 'static + MerkleTreeTrait>(
+    prover: &Prover,
+    step: Step<'_>,
+    r: &WindowPoSt,
+) -> Result<Done, FilecoinError> {
+    let config = post_config(r.registered_proof, PoStType::Window)?;
+    let vanilla = post_vanilla::<Tree>(&r.vanilla_proofs)?;
+    let sectors_a_partition = config.sector_count;
+    let partitions = vanilla.len().div_ceil(sectors_a_partition);
+    let setup = compound_proof::SetupParams {
+        vanilla_params: parameters::window_post_setup_params(&config),
+        partitions: (partitions > 1).then_some(partitions),
+        priority: config.priority,
+    };
+    let pub_params = FallbackPoStCompound::<Tree>::setup(&setup)
+        .map_err(FilecoinError::filecoin("WindowPoSt public parameters"))?;
+    let pub_in = post_inputs(&r.randomness, &r.prover_id, &vanilla, r.partition)?;
+    let vp = &pub_params.vanilla_params;
+    let (partitioned, verifier_inputs) = match r.partition {
+        None => (
+            catch("partitioning the vanilla proofs", None, || {
+                partition_vanilla_proofs(&config, vp, &pub_in, partitions, &vanilla)
+            })?
+            .map_err(FilecoinError::filecoin("partitioning the vanilla proofs"))?,
+            true,
+        ),
+        // One partition's proof: its public inputs depend on where the partition stands among
+        // all sectors, which the request does not hold; the engine's check still verifies it.
+        Some(_) => (
+            vec![catch("the partition's vanilla proofs", None, || {
+                single_partition_vanilla_proofs(&config, vp, &pub_in, &vanilla)
+            })?
+            .map_err(FilecoinError::filecoin("the partition's vanilla proofs"))?],
+            false,
+        ),
+    };
+    post_partitions(prover, step, &pub_params, &pub_in, &partitioned, verifier_inputs)
+}
+
+fn winning_post<Tree: 'static + MerkleTreeTrait>(
+    prover: &Prover,
+    step: Step<'_>,
+    r: &WinningPoSt,
+) -> Result<Done, FilecoinError> {
+    let config = post_config(r.registered_proof, PoStType::Winning)?;
+    let vanilla = post_vanilla::<Tree>(&r.vanilla_proofs)?;
+    if vanilla.len() != config.sector_count {
+        return Err(FilecoinError::Mismatch {
+            what: "WinningPoSt's vanilla proofs",
+            expected: format!("{} (one a challenged sector)", config.sector_count),
+            got: vanilla.len().to_string(),
+        });
+    }
+    let setup = compound_proof::SetupParams {
+        vanilla_params: parameters::winning_post_setup_params(&config)
+            .map_err(FilecoinError::filecoin("WinningPoSt setup parameters"))?,
+        partitions: None,
+        priority: config.priority,
+    };
+    let pub_params = FallbackPoStCompound::<Tree>::setup(&setup)
+        .map_err(FilecoinError::filecoin("WinningPoSt public parameters"))?;
+    let pub_in = post_inputs(&r.randomness, &r.prover_id, &vanilla, None)?;
+    let partitioned = catch("partitioning the vanilla proofs", None, || {
+        partition_vanilla_proofs(&config, &pub_params.vanilla_params, &pub_in, 1, &vanilla)
+    })?
+    .map_err(FilecoinError::filecoin("partitioning the vanilla proofs"))?;
+    post_partitions(prover, step, &pub_params, &pub_in, &partitioned, true)
+}
+
+fn snap<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+    prover: &Prover,
+    step: Step<'_>,
+    r: &SnapUpdate,
+) -> Result<Done, FilecoinError> {
+    let porep_config = r.registered_proof.as_v1_config();
+    let config = SectorUpdateConfig::from_porep_config(&porep_config);
+    let partitions = usize::from(config.update_partitions);
+    let vanilla = r
+        .vanilla_proofs
+        .iter()
+        .enumerate()
+        .map(|(index, b)| {
+            bincode::deserialize::<PartitionProof<Tree>>(b).map_err(|source| FilecoinError::Vanilla {
+                index,
+                what: "SnapDeals PartitionProof of this sector size",
+                source,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if vanilla.len() != partitions {
+        return Err(FilecoinError::Mismatch {
+            what: "SnapDeals' partition proofs",
+            expected: partitions.to_string(),
+            got: vanilla.len().to_string(),
+        });
+    }
+    let domain = |what, v: &[u8; 32]| {
+        <TreeRHasher as Hasher>::Domain::try_from_bytes(v).map_err(FilecoinError::filecoin(what))
+    };
+    let pub_in = storage_proofs_update::PublicInputs {
+        k: partitions,
+        comm_r_old: domain("comm_r_old", &r.comm_r_old)?,
+        comm_d_new: DefaultPieceDomain::try_from_bytes(&r.comm_d_new)
+            .map_err(FilecoinError::filecoin("comm_d_new"))?,
+        comm_r_new: domain("comm_r_new", &r.comm_r_new)?,
+        h: config.h,
+    };
+    let setup = compound_proof::SetupParams {
+        vanilla_params: storage_proofs_update::SetupParams {
+            sector_bytes: u64::from(config.sector_size),
+        },
+        partitions: Some(partitions),
+        priority: false,
+    };
+    let pub_params = EmptySectorUpdateCompound::<Tree>::setup(&setup)
+        .map_err(FilecoinError::filecoin("SnapDeals public parameters"))?;
+    let vp = &pub_params.vanilla_params;
+    let key = load_key(prover, <EmptySectorUpdateCompound<Tree> as CacheableParameters<EmptySectorUpdateCircuit<Tree>, _>>::cache_identifier(vp), vp.sector_size(), || {
+        EmptySectorUpdateCompound::<Tree>::blank_circuit(vp)
+    });
+    finish(
+        prover,
+        step,
+        key,
+        partitions,
+        |k| {
+            let circuit = EmptySectorUpdateCompound::<Tree>::circuit(&pub_in, Default::default(), &vanilla[k], vp, Some(k))
+                .map_err(FilecoinError::filecoin("building the SnapDeals circuit"))?;
+            let inputs = EmptySectorUpdateCompound::<Tree>::generate_public_inputs(&pub_in, vp, Some(k))
+                .map_err(FilecoinError::filecoin("the SnapDeals public inputs"))?;
+            Ok(PartitionCircuit {
+                circuit,
+                expected_inputs: Some(inputs),
+            })
+        },
+    )
+}

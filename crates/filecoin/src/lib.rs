@@ -1,0 +1,172 @@
+//! zkpipe-filecoin: Filecoin's proof kinds from what a storage provider holds, proved by the
+//! zkpipe engine on filecoin-proofs' own circuits.
+//!
+//! - [`Request`]: a PoRep C2 (a C1 output, prover id, sector id), a WindowPoSt (whole, or one
+//!   partition), a WinningPoSt or a SnapDeals update proof, with the inputs filecoin-proofs'
+//!   `…_with_vanilla` functions take ([`request`]).
+//! - [`Prover`]: builds each partition's circuit from the vanilla proofs through storage-proofs'
+//!   compound-proof constructors, synthesizes it into the engine's lent (page-locked) witness
+//!   memory and submits it as a job of the engine, so that the next partitions synthesize
+//!   beside this one's GPU work ([`ProveOptions::synthesis_threads`] at once). Every partition
+//!   proof is checked by the engine before it is returned and its public inputs are compared
+//!   with the ones filecoin-proofs' verifier will use; a proof that fails its check is proved
+//!   once more, then refused. The bytes are filecoin-proofs' (192 bytes a partition).
+//! - [`ParamsCache`]: parameter files found where filecoin-proofs keeps them
+//!   (`FIL_PROOFS_PARAMETER_CACHE`), resident per file, generated for test sector sizes.
+//! - [`gen`]: real inputs made with filecoin-proofs on the CPU (a sector sealed from random
+//!   data, then its C1 output, PoSt vanilla proofs and a SnapDeals update's partition proofs).
+
+#![forbid(unsafe_code)]
+
+pub mod gen;
+mod kinds;
+pub mod params;
+mod prover;
+pub mod request;
+
+use std::path::PathBuf;
+
+pub use params::{LoadedKey, ParamsCache, Trust};
+pub use prover::{witness_bytes, PartitionReport, ProofOutput, ProveOptions, Prover};
+pub use request::{PoRepC2, Request, SnapUpdate, WindowPoSt, WinningPoSt};
+
+/// What went wrong with a Filecoin proof: the input, the parameters, or the proving.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FilecoinError {
+    /// An input file could not be read.
+    #[error("reading {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// A JSON input that does not parse as what it should be.
+    #[error("{what} is not valid: {source}")]
+    Json {
+        what: &'static str,
+        source: serde_json::Error,
+    },
+    /// A vanilla proof that does not decode (bincode, as filecoin-proofs-api passes them).
+    #[error("vanilla proof {index}: not a {what} (bincode): {source}")]
+    Vanilla {
+        index: usize,
+        what: &'static str,
+        source: bincode::Error,
+    },
+    /// A hex string of the wrong length or with a non-hex digit.
+    #[error("{what}: {reason}")]
+    Hex {
+        what: &'static str,
+        reason: String,
+    },
+    /// Parts of the input that do not belong together.
+    #[error("{what}: expected {expected}, got {got}")]
+    Mismatch {
+        what: &'static str,
+        expected: String,
+        got: String,
+    },
+    /// Input that is well-formed but outside what this prover does.
+    #[error("{what} is not supported: {why}")]
+    Unsupported { what: String, why: &'static str },
+    /// filecoin-proofs or storage-proofs refused the input.
+    #[error("{step}: {source:#}")]
+    Filecoin {
+        step: &'static str,
+        source: anyhow::Error,
+    },
+    /// filecoin-proofs or storage-proofs panicked on the input (caught at this crate's
+    /// boundary).
+    #[error("{step} panicked on this input (partition {partition:?}): {message}")]
+    Panicked {
+        step: &'static str,
+        partition: Option<usize>,
+        message: String,
+    },
+    /// The circuit of a partition could not be synthesized.
+    #[error("partition {partition}: synthesis failed: {source}")]
+    Synthesis {
+        partition: usize,
+        source: bellperson::SynthesisError,
+    },
+    /// A partition's circuit allocated other public inputs than filecoin-proofs' verifier
+    /// derives from the request: the vanilla proofs do not match the request's commitments,
+    /// randomness or sectors.
+    #[error("partition {partition}: the circuit's public input {index} differs from the verifier's (of {count}): the vanilla proofs do not match the request")]
+    PublicInputs {
+        partition: usize,
+        index: usize,
+        count: usize,
+    },
+    /// A parameter file that is not there (and is not generated: production sizes).
+    #[error("no parameter file {path}: {hint}")]
+    ParamsMissing { path: PathBuf, hint: &'static str },
+    /// A published parameter file whose digest is not the published one.
+    #[error("parameter file {path} is damaged: its digest is {got}, filecoin-proofs publishes {expected}")]
+    ParamsDamaged {
+        path: PathBuf,
+        expected: String,
+        got: String,
+    },
+    /// A parameter file that zkpipe's reader refused (truncated, a bad point, …).
+    #[error(transparent)]
+    Params { source: zkpipe_pipeline::ParamsError },
+    /// A parameter file that holds the parameters of another circuit.
+    #[error("parameter file {path} is not of this circuit (partition {partition}): {source}")]
+    ParamsOfOtherCircuit {
+        path: PathBuf,
+        partition: usize,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// Writing generated parameters failed.
+    #[error("parameter file {path}: {source}")]
+    ParamsIo {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// Generating test parameters failed.
+    #[error("generating parameters {id}: {source}")]
+    ParamsGenerate {
+        id: String,
+        source: bellperson::SynthesisError,
+    },
+    /// The engine failed a partition's job (after one retry when its proof was refused by
+    /// the check before return).
+    #[error("partition {partition}: {source}")]
+    Prove {
+        partition: usize,
+        source: zkpipe_pipeline::ProveError,
+    },
+}
+
+impl FilecoinError {
+    /// True for errors of the input or the parameter files (the CLI's exit status 2), false
+    /// for failures of the engine.
+    pub fn is_bad_input(&self) -> bool {
+        !matches!(self, FilecoinError::Prove { .. } | FilecoinError::ParamsIo { .. })
+    }
+
+    pub(crate) fn filecoin(step: &'static str) -> impl FnOnce(anyhow::Error) -> Self {
+        move |source| FilecoinError::Filecoin { step, source }
+    }
+}
+
+/// Runs `f`, turning a panic of filecoin-proofs' code into [`FilecoinError::Panicked`].
+pub(crate) fn catch<T>(
+    step: &'static str,
+    partition: Option<usize>,
+    f: impl FnOnce() -> T,
+) -> Result<T, FilecoinError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|p| {
+        let message = p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        FilecoinError::Panicked {
+            step,
+            partition,
+            message,
+        }
+    })
+}

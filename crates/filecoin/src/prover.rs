@@ -1,0 +1,362 @@
+//! The partitions of one proof as jobs of the engine: each partition's circuit synthesized into
+//! lent witness memory and submitted while the next ones synthesize, each proof checked by the
+//! engine before it comes back (and proved once more if the check refuses it), the proofs
+//! joined in partition order into filecoin-proofs' bytes.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use bellperson::Circuit;
+use blstrs::Scalar;
+use crossbeam::channel;
+use zkpipe_pipeline::{Engine, JobHandle, JobReport, Proof, ProveError, ProvingKey, Randomness};
+
+use crate::{catch, FilecoinError, LoadedKey, ParamsCache, Request};
+
+/// How long a synthesizing thread waits for the engine to lend witness memory.
+const LEND_WAIT: Duration = Duration::from_secs(3600);
+
+/// How a [`Prover`] runs.
+#[derive(Debug, Clone, Copy)]
+pub struct ProveOptions {
+    /// Partitions synthesized at once (each holds one lent witness: 32 bytes per point of the
+    /// domain for each of a, b and c, and 32 per aux variable). Default 2.
+    pub synthesis_threads: usize,
+    /// The randomness of every partition's proof. Default: random.
+    pub randomness: Randomness,
+}
+
+impl Default for ProveOptions {
+    fn default() -> Self {
+        Self {
+            synthesis_threads: 2,
+            randomness: Randomness::Random,
+        }
+    }
+}
+
+/// What one partition took.
+#[derive(Debug, Clone)]
+pub struct PartitionReport {
+    /// Its index.
+    pub partition: usize,
+    /// Its circuit's constraints (with bellperson's one per public input).
+    pub constraints: usize,
+    /// Milliseconds building and synthesizing its circuit.
+    pub synthesis_ms: f64,
+    /// The engine's report of its job (device milliseconds, plan, check).
+    pub job: JobReport,
+    /// Milliseconds from the start of its synthesis to its checked proof.
+    pub wall_ms: f64,
+    /// Whether its first proof was refused by the check and it was proved again.
+    pub retried: bool,
+}
+
+/// A proof: filecoin-proofs' bytes and what each partition took.
+#[derive(Debug, Clone)]
+pub struct ProofOutput {
+    /// The partition proofs, 192 bytes each, in partition order (as filecoin-proofs writes
+    /// them).
+    pub bytes: Vec<u8>,
+    /// The partition proofs.
+    pub proofs: Vec<Proof>,
+    /// Each partition's figures.
+    pub partitions: Vec<PartitionReport>,
+    /// Milliseconds for the whole proof (after its key was loaded).
+    pub wall_ms: f64,
+    /// The key's file and how it was read.
+    pub key: LoadedKey,
+}
+
+/// One partition's circuit and the public inputs filecoin-proofs' verifier will use for it
+/// (none where the verifier's are not derivable from the request alone).
+pub(crate) struct PartitionCircuit<C> {
+    pub circuit: C,
+    pub expected_inputs: Option<Vec<Scalar>>,
+}
+
+/// Filecoin proofs through a zkpipe engine.
+#[derive(Debug)]
+pub struct Prover {
+    pub(crate) params: ParamsCache,
+    pub(crate) options: ProveOptions,
+}
+
+/// A partition submitted to the engine.
+struct Submitted {
+    partition: usize,
+    handle: JobHandle,
+    constraints: usize,
+    synthesis_ms: f64,
+    started: Instant,
+}
+
+impl Prover {
+    /// A prover reading (and for test sizes generating) parameters through `params`.
+    pub fn new(params: ParamsCache, options: ProveOptions) -> Self {
+        Self { params, options }
+    }
+
+    /// The parameter files.
+    pub fn params(&self) -> &ParamsCache {
+        &self.params
+    }
+
+    /// Proves `request` on `engine`: filecoin-proofs' bytes for it, each partition proof
+    /// checked before it was returned.
+    pub fn prove(&self, engine: &Engine, request: &Request) -> Result<ProofOutput, FilecoinError> {
+        crate::kinds::prove(self, engine, request)
+    }
+
+    /// The proving key of `request`'s circuit, read (or generated) once and then resident: to
+    /// load it before the engine starts (whose witness memory is sized from its domain), or
+    /// before the first proof's latency counts.
+    pub fn key(&self, request: &Request) -> Result<LoadedKey, FilecoinError> {
+        crate::kinds::key(self, request)
+    }
+
+    /// Runs `count` partitions as jobs of `engine` under `key`, `make(k)` giving partition
+    /// k's circuit.
+    pub(crate) fn run_partitions<C, F>(
+        &self,
+        engine: &Engine,
+        key: LoadedKey,
+        count: usize,
+        make: F,
+    ) -> Result<ProofOutput, FilecoinError>
+    where
+        C: Circuit<Scalar>,
+        F: Fn(usize) -> Result<PartitionCircuit<C>, FilecoinError> + Sync,
+    {
+        let t = Instant::now();
+        let next = AtomicUsize::new(0);
+        let stop = AtomicBool::new(false);
+        let threads = self.options.synthesis_threads.clamp(1, count.max(1));
+        let (tx, rx) = channel::unbounded::<Result<Submitted, FilecoinError>>();
+        let mut done: Vec<Option<(Proof, PartitionReport)>> = (0..count).map(|_| None).collect();
+        let mut first_error = None;
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                let tx = tx.clone();
+                let (next, stop, key, make) = (&next, &stop, &key, &make);
+                scope.spawn(move || loop {
+                    let k = next.fetch_add(1, Ordering::SeqCst);
+                    if k >= count || stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let submitted = self.submit(engine, key, k, make);
+                    let failed = submitted.is_err();
+                    if tx.send(submitted).is_err() || failed {
+                        break;
+                    }
+                });
+            }
+            drop(tx);
+            for submitted in rx {
+                let outcome = submitted
+                    .and_then(|s| self.wait_checked(engine, &key, s, &make));
+                match outcome {
+                    Ok((proof, report)) => {
+                        let k = report.partition;
+                        tracing::info!(
+                            partition = k,
+                            constraints = report.constraints,
+                            synthesis_ms = report.synthesis_ms,
+                            device_ms = report.job.device_span_ms,
+                            wall_ms = report.wall_ms,
+                            "partition proved"
+                        );
+                        done[k] = Some((proof, report));
+                    }
+                    Err(e) => {
+                        // Stop the synthesizers; jobs already queued are cancelled when their
+                        // handles drop.
+                        stop.store(true, Ordering::SeqCst);
+                        first_error.get_or_insert(e);
+                    }
+                }
+            }
+        });
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+        let mut proofs = Vec::with_capacity(count);
+        let mut partitions = Vec::with_capacity(count);
+        for (k, slot) in done.into_iter().enumerate() {
+            let (proof, report) = slot.ok_or_else(|| FilecoinError::Prove {
+                partition: k,
+                source: ProveError::Lost {
+                    job: 0,
+                    reason: "the partition was never proved".into(),
+                },
+            })?;
+            proofs.push(proof);
+            partitions.push(report);
+        }
+        let bytes = proofs.iter().flat_map(|p| p.to_bytes()).collect();
+        Ok(ProofOutput {
+            bytes,
+            proofs,
+            partitions,
+            wall_ms: t.elapsed().as_secs_f64() * 1e3,
+            key,
+        })
+    }
+
+    /// Builds partition `k`'s circuit, synthesizes it into witness memory the engine lends,
+    /// checks its public inputs against the verifier's, and submits it.
+    fn submit<C, F>(
+        &self,
+        engine: &Engine,
+        key: &LoadedKey,
+        k: usize,
+        make: &F,
+    ) -> Result<Submitted, FilecoinError>
+    where
+        C: Circuit<Scalar>,
+        F: Fn(usize) -> Result<PartitionCircuit<C>, FilecoinError> + Sync,
+    {
+        let started = Instant::now();
+        let prove_err = |source| FilecoinError::Prove {
+            partition: k,
+            source,
+        };
+        let part = catch("building the partition's circuit", Some(k), || make(k))??;
+        let room = engine
+            .lend_witness(&key.key, LEND_WAIT)
+            .map_err(prove_err)?;
+        let witness = catch("synthesis", Some(k), || {
+            zkpipe_bellperson::synthesize_lent(part.circuit, room)
+        })?
+        .map_err(|source| synthesis_error(key, k, source))?;
+        if let Some(expected) = &part.expected_inputs {
+            let got = witness.input.get(1..).unwrap_or_default();
+            if let Some(index) = first_difference(expected, got) {
+                return Err(FilecoinError::PublicInputs {
+                    partition: k,
+                    index,
+                    count: expected.len(),
+                });
+            }
+        }
+        let constraints = witness.a.len();
+        let synthesis_ms = started.elapsed().as_secs_f64() * 1e3;
+        let handle = engine
+            .submit(&key.key, witness, self.options.randomness)
+            .map_err(|e| job_error(key, k, e))?;
+        Ok(Submitted {
+            partition: k,
+            handle,
+            constraints,
+            synthesis_ms,
+            started,
+        })
+    }
+
+    /// Waits for a partition's proof; a proof the engine's check refused is proved once more
+    /// (synthesized again and resubmitted, so that it may run on another device or worker).
+    fn wait_checked<C, F>(
+        &self,
+        engine: &Engine,
+        key: &LoadedKey,
+        s: Submitted,
+        make: &F,
+    ) -> Result<(Proof, PartitionReport), FilecoinError>
+    where
+        C: Circuit<Scalar>,
+        F: Fn(usize) -> Result<PartitionCircuit<C>, FilecoinError> + Sync,
+    {
+        let Submitted {
+            partition: k,
+            handle,
+            constraints,
+            mut synthesis_ms,
+            started,
+        } = s;
+        let (result, retried) = match handle.wait_report() {
+            Err(e @ ProveError::ProofRejected { .. }) => {
+                tracing::warn!(partition = k, error = %e, "a partition proof failed its check: proving it again");
+                let again = self.submit(engine, key, k, make)?;
+                synthesis_ms += again.synthesis_ms;
+                (again.handle.wait_report(), true)
+            }
+            other => (other, false),
+        };
+        let (proof, job) = result.map_err(|e| job_error(key, k, e))?;
+        let report = PartitionReport {
+            partition: k,
+            constraints,
+            synthesis_ms,
+            job,
+            wall_ms: started.elapsed().as_secs_f64() * 1e3,
+            retried,
+        };
+        Ok((proof, report))
+    }
+}
+
+/// The first index where `got` differs from `expected` (a shorter or longer `got` differs at
+/// the end of the shorter).
+fn first_difference(expected: &[Scalar], got: &[Scalar]) -> Option<usize> {
+    let differs = expected.iter().zip(got).position(|(a, b)| a != b);
+    differs.or((expected.len() != got.len()).then(|| expected.len().min(got.len())))
+}
+
+/// A synthesis error: the lent memory did not fit the circuit when the key is of another
+/// circuit, else the circuit's own error.
+fn synthesis_error(key: &LoadedKey, k: usize, source: bellperson::SynthesisError) -> FilecoinError {
+    match source {
+        bellperson::SynthesisError::IncompatibleLengthVector(_)
+        | bellperson::SynthesisError::PolynomialDegreeTooLarge => {
+            FilecoinError::ParamsOfOtherCircuit {
+                path: key.path.clone(),
+                partition: k,
+                source: Box::new(source),
+            }
+        }
+        source => FilecoinError::Synthesis {
+            partition: k,
+            source,
+        },
+    }
+}
+
+/// An engine error of partition `k`: a witness whose shape the key refuses means a parameter
+/// file of another circuit.
+fn job_error(key: &LoadedKey, k: usize, e: ProveError) -> FilecoinError {
+    match e {
+        ProveError::Shape { .. } | ProveError::Constraints { .. } => {
+            FilecoinError::ParamsOfOtherCircuit {
+                path: key.path.clone(),
+                partition: k,
+                source: Box::new(e),
+            }
+        }
+        source => FilecoinError::Prove {
+            partition: k,
+            source,
+        },
+    }
+}
+
+/// Bytes of witness memory one partition of `key` holds while it synthesizes and until the
+/// engine has read it (a, b, c and the aux values, 32 bytes each): for
+/// `Config::pinned_witness`.
+pub fn witness_bytes(key: &ProvingKey) -> usize {
+    32 * (3 * key.domain_size() + key.num_aux().max(key.domain_size()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_difference_names_the_index_or_the_shorter_end() {
+        let v = |xs: &[u64]| xs.iter().map(|&x| Scalar::from(x)).collect::<Vec<_>>();
+        assert_eq!(first_difference(&v(&[1, 2, 3]), &v(&[1, 2, 3])), None);
+        assert_eq!(first_difference(&v(&[1, 2, 3]), &v(&[1, 5, 3])), Some(1));
+        assert_eq!(first_difference(&v(&[1, 2, 3]), &v(&[1, 2])), Some(2));
+        assert_eq!(first_difference(&v(&[1]), &v(&[1, 2])), Some(1));
+        assert_eq!(first_difference(&[], &[]), None);
+    }
+}
