@@ -20,7 +20,7 @@ use storage_proofs_post::fallback::{
 use storage_proofs_update::{EmptySectorUpdateCircuit, EmptySectorUpdateCompound, PartitionProof};
 use zkpipe_pipeline::Engine;
 
-use crate::prover::PartitionCircuit;
+use crate::prover::{PartitionCircuit, ReferenceOutput};
 use crate::request::{PoRepC2, SnapUpdate, WindowPoSt, WinningPoSt};
 use crate::{catch, FilecoinError, LoadedKey, ProofOutput, Prover, Request};
 
@@ -31,12 +31,15 @@ pub(crate) enum Step<'e> {
     Key,
     /// Its proof, on this engine.
     Prove(&'e Engine),
+    /// Its proof by bellperson's `create_proof` on the CPU, with these r and s.
+    Reference { r: blstrs::Scalar, s: blstrs::Scalar },
 }
 
 /// What a request came to.
 pub(crate) enum Done {
     Key(LoadedKey),
     Proof(Box<ProofOutput>),
+    Reference(ReferenceOutput),
 }
 
 /// Calls `$f::<Tree>(args)` with the sector shape of `$size` bytes.
@@ -78,11 +81,31 @@ pub(crate) fn run(prover: &Prover, step: Step<'_>, request: &Request) -> Result<
     }
 }
 
+/// bellperson's proof of `request` with `r` and `s`.
+pub(crate) fn reference(
+    prover: &Prover,
+    request: &Request,
+    r: blstrs::Scalar,
+    s: blstrs::Scalar,
+) -> Result<ReferenceOutput, FilecoinError> {
+    match run(prover, Step::Reference { r, s }, request)? {
+        Done::Reference(out) => Ok(out),
+        _ => Err(FilecoinError::Unsupported {
+            what: "a reference proof request that stopped early".into(),
+            why: "internal",
+        }),
+    }
+}
+
 /// The key of `request`.
 pub(crate) fn key(prover: &Prover, request: &Request) -> Result<LoadedKey, FilecoinError> {
     match run(prover, Step::Key, request)? {
         Done::Key(k) => Ok(k),
         Done::Proof(p) => Ok(p.key),
+        Done::Reference(_) => Err(FilecoinError::Unsupported {
+            what: "a key request that ran further".into(),
+            why: "internal",
+        }),
     }
 }
 
@@ -94,8 +117,8 @@ pub(crate) fn prove(
 ) -> Result<ProofOutput, FilecoinError> {
     match run(prover, Step::Prove(engine), request)? {
         Done::Proof(p) => Ok(*p),
-        Done::Key(_) => Err(FilecoinError::Unsupported {
-            what: "a proof request that stopped at its key".into(),
+        _ => Err(FilecoinError::Unsupported {
+            what: "a proof request that stopped elsewhere".into(),
             why: "internal",
         }),
     }
@@ -111,7 +134,7 @@ fn finish<C, F>(
     make: F,
 ) -> Result<Done, FilecoinError>
 where
-    C: bellperson::Circuit<blstrs::Scalar>,
+    C: bellperson::Circuit<blstrs::Scalar> + Send,
     F: Fn(usize) -> Result<PartitionCircuit<C>, FilecoinError> + Sync,
 {
     let key = key?;
@@ -120,7 +143,51 @@ where
         Step::Prove(engine) => prover
             .run_partitions(engine, key, count, make)
             .map(|p| Done::Proof(Box::new(p))),
+        Step::Reference { r, s } => bellperson_proofs(&key, count, make, r, s).map(Done::Reference),
     }
+}
+
+/// bellperson's `create_proof` on each partition's circuit, from the same parameter file
+/// (mapped, as filecoin-proofs reads it).
+fn bellperson_proofs<C, F>(
+    key: &LoadedKey,
+    count: usize,
+    make: F,
+    r: blstrs::Scalar,
+    s: blstrs::Scalar,
+) -> Result<ReferenceOutput, FilecoinError>
+where
+    C: bellperson::Circuit<blstrs::Scalar> + Send,
+    F: Fn(usize) -> Result<PartitionCircuit<C>, FilecoinError>,
+{
+    let params = bellperson::groth16::Parameters::<blstrs::Bls12>::build_mapped_parameters(
+        key.path.clone(),
+        false,
+    )
+    .map_err(|source| FilecoinError::ParamsIo {
+        path: key.path.clone(),
+        source,
+    })?;
+    let mut out = ReferenceOutput::default();
+    for k in 0..count {
+        let t = std::time::Instant::now();
+        let part = catch("building the partition's circuit", Some(k), || make(k))??;
+        let proof = catch("bellperson's prover", Some(k), || {
+            bellperson::groth16::create_proof::<blstrs::Bls12, _, _>(part.circuit, &params, r, s)
+        })?
+        .map_err(|source| FilecoinError::Synthesis {
+            partition: k,
+            source,
+        })?;
+        proof
+            .write(&mut out.bytes)
+            .map_err(|source| FilecoinError::ParamsIo {
+                path: key.path.clone(),
+                source,
+            })?;
+        out.partition_ms.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(out)
 }
 
 /// The key of the parameter set `id` for `sector_size`, `blank` the circuit to generate test
@@ -295,7 +362,7 @@ fn post_partitions<'a, Tree: 'static + MerkleTreeTrait>(
     pub_params: &compound_proof::PublicParams<'a, FallbackPoSt<'a, Tree>>,
     pub_in: &fallback::PublicInputs<<Tree::Hasher as Hasher>::Domain>,
     vanilla: &[fallback::Proof<<Tree as MerkleTreeTrait>::Proof>],
-    verifier_inputs: bool,
+    verifier_in: Option<&fallback::PublicInputs<<Tree::Hasher as Hasher>::Domain>>,
 ) -> Result<Done, FilecoinError> {
     let vp = &pub_params.vanilla_params;
     let key = load_key(prover, <FallbackPoStCompound<Tree> as CacheableParameters<FallbackPoStCircuit<Tree>, _>>::cache_identifier(vp), vp.sector_size(), || {
@@ -309,12 +376,12 @@ fn post_partitions<'a, Tree: 'static + MerkleTreeTrait>(
         |k| {
             let circuit = FallbackPoStCompound::<Tree>::circuit(pub_in, Default::default(), &vanilla[k], vp, Some(k))
                 .map_err(FilecoinError::filecoin("building the PoSt circuit"))?;
-            let expected_inputs = match verifier_inputs {
-                true => Some(
-                    FallbackPoStCompound::<Tree>::generate_public_inputs(pub_in, vp, Some(k))
+            let expected_inputs = match verifier_in {
+                Some(v) => Some(
+                    FallbackPoStCompound::<Tree>::generate_public_inputs(v, vp, Some(k))
                         .map_err(FilecoinError::filecoin("the PoSt public inputs"))?,
                 ),
-                false => None,
+                None => None,
             };
             Ok(PartitionCircuit {
                 circuit,
@@ -357,13 +424,13 @@ fn window_post<Tree: 'static + MerkleTreeTrait>(
         .map_err(FilecoinError::filecoin("WindowPoSt public parameters"))?;
     let pub_in = post_inputs(&r.randomness, &r.prover_id, &vanilla, r.partition)?;
     let vp = &pub_params.vanilla_params;
-    let (partitioned, verifier_inputs) = match r.partition {
+    let (partitioned, verifier_in) = match r.partition {
         None => (
             catch("partitioning the vanilla proofs", None, || {
                 partition_vanilla_proofs(&config, vp, &pub_in, partitions, &vanilla)
             })?
             .map_err(FilecoinError::filecoin("partitioning the vanilla proofs"))?,
-            true,
+            Some(&pub_in),
         ),
         // One partition's proof: its public inputs depend on where the partition stands among
         // all sectors, which the request does not hold; the engine's check still verifies it.
@@ -372,10 +439,10 @@ fn window_post<Tree: 'static + MerkleTreeTrait>(
                 single_partition_vanilla_proofs(&config, vp, &pub_in, &vanilla)
             })?
             .map_err(FilecoinError::filecoin("the partition's vanilla proofs"))?],
-            false,
+            None,
         ),
     };
-    post_partitions(prover, step, &pub_params, &pub_in, &partitioned, verifier_inputs)
+    post_partitions(prover, step, &pub_params, &pub_in, &partitioned, verifier_in)
 }
 
 fn winning_post<Tree: 'static + MerkleTreeTrait>(
@@ -405,7 +472,14 @@ fn winning_post<Tree: 'static + MerkleTreeTrait>(
         partition_vanilla_proofs(&config, &pub_params.vanilla_params, &pub_in, 1, &vanilla)
     })?
     .map_err(FilecoinError::filecoin("partitioning the vanilla proofs"))?;
-    post_partitions(prover, step, &pub_params, &pub_in, &partitioned, true)
+    // The verifier's public inputs name the challenged sectors once for each of the circuit's
+    // sector slots.
+    let slots = pub_params.vanilla_params.sector_count;
+    let verifier_in = fallback::PublicInputs {
+        sectors: (0..slots).flat_map(|_| pub_in.sectors.iter().cloned()).collect(),
+        ..pub_in.clone()
+    };
+    post_partitions(prover, step, &pub_params, &pub_in, &partitioned, Some(&verifier_in))
 }
 
 fn snap<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(

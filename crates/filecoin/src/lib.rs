@@ -27,7 +27,9 @@ pub mod request;
 use std::path::PathBuf;
 
 pub use params::{LoadedKey, ParamsCache, Trust};
-pub use prover::{witness_bytes, PartitionReport, ProofOutput, ProveOptions, Prover};
+pub use prover::{
+    witness_bytes, PartitionReport, ProofOutput, ProveOptions, Prover, ReferenceOutput,
+};
 pub use request::{PoRepC2, Request, SnapUpdate, WindowPoSt, WinningPoSt};
 
 /// What went wrong with a Filecoin proof: the input, the parameters, or the proving.
@@ -98,6 +100,10 @@ pub enum FilecoinError {
         index: usize,
         count: usize,
     },
+    /// A partition's witness does not satisfy its circuit: the vanilla proofs do not match the
+    /// request (its randomness, sectors or commitments) or are damaged.
+    #[error("partition {partition}: the vanilla proofs do not satisfy the circuit (they do not match the request's randomness, sectors or commitments, or are damaged); no proof was made")]
+    Unsatisfied { partition: usize },
     /// A parameter file that is not there (and is not generated: production sizes).
     #[error("no parameter file {path}: {hint}")]
     ParamsMissing { path: PathBuf, hint: &'static str },

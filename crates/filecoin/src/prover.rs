@@ -68,6 +68,15 @@ pub struct ProofOutput {
     pub key: LoadedKey,
 }
 
+/// bellperson's proof of a request (the reference zkpipe's proofs are compared with).
+#[derive(Debug, Clone, Default)]
+pub struct ReferenceOutput {
+    /// The partition proofs, 192 bytes each, in partition order.
+    pub bytes: Vec<u8>,
+    /// Milliseconds of each partition (circuit, synthesis and proof).
+    pub partition_ms: Vec<f64>,
+}
+
 /// One partition's circuit and the public inputs filecoin-proofs' verifier will use for it
 /// (none where the verifier's are not derivable from the request alone).
 pub(crate) struct PartitionCircuit<C> {
@@ -106,6 +115,18 @@ impl Prover {
     /// checked before it was returned.
     pub fn prove(&self, engine: &Engine, request: &Request) -> Result<ProofOutput, FilecoinError> {
         crate::kinds::prove(self, engine, request)
+    }
+
+    /// `request` proved by bellperson's `create_proof` on the CPU with `r` and `s`, on the same
+    /// circuits and parameter file: what [`Prover::prove`] with `Randomness::Fixed { r, s }`
+    /// must equal byte for byte.
+    pub fn prove_with_bellperson(
+        &self,
+        request: &Request,
+        r: Scalar,
+        s: Scalar,
+    ) -> Result<ReferenceOutput, FilecoinError> {
+        crate::kinds::reference(self, request, r, s)
     }
 
     /// The proving key of `request`'s circuit, read (or generated) once and then resident: to
@@ -321,10 +342,11 @@ fn synthesis_error(key: &LoadedKey, k: usize, source: bellperson::SynthesisError
     }
 }
 
-/// An engine error of partition `k`: a witness whose shape the key refuses means a parameter
-/// file of another circuit.
+/// An engine error of partition `k`: a witness that does not satisfy its circuit means bad
+/// vanilla proofs, one whose shape the key refuses a parameter file of another circuit.
 fn job_error(key: &LoadedKey, k: usize, e: ProveError) -> FilecoinError {
     match e {
+        ProveError::Unsatisfied => FilecoinError::Unsatisfied { partition: k },
         ProveError::Shape { .. } | ProveError::Constraints { .. } => {
             FilecoinError::ParamsOfOtherCircuit {
                 path: key.path.clone(),
