@@ -13,6 +13,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod check;
 mod load;
 mod msm;
 mod ntt;
@@ -35,6 +36,19 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// The check of a proof before the engine returns it, by number of public inputs, against a
+    /// partition's proving time.
+    Check {
+        /// Public inputs (a 32 GiB PoRep partition has 328).
+        #[arg(long, value_delimiter = ',', default_values_t = vec![1, 40, 328])]
+        inputs: Vec<usize>,
+        /// Timed runs per figure (the median is reported).
+        #[arg(long, default_value_t = 21)]
+        runs: usize,
+        /// The partition's proving time the check is compared with (ms).
+        #[arg(long, default_value_t = 1260.0)]
+        partition_ms: f64,
+    },
     /// PCIe bandwidth by memory kind and size, and copy/kernel overlap.
     Pcie {
         /// Sizes in MiB.
@@ -142,6 +156,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Pcie { sizes_mib, runs } => pcie::run(&sizes_mib, runs),
+        Command::Check {
+            inputs,
+            runs,
+            partition_ms,
+        } => check::run(&inputs, runs, partition_ms),
         Command::Load { ptx } => load::run(ptx),
         Command::Params {
             k,

@@ -285,7 +285,9 @@ fn cpu_engine() -> &'static zkpipe_pipeline::Engine {
     static ENGINE: std::sync::OnceLock<zkpipe_pipeline::Engine> = std::sync::OnceLock::new();
     ENGINE.get_or_init(|| {
         zkpipe_pipeline::Engine::start(
-            zkpipe_pipeline::Config::default().with_backend(zkpipe_pipeline::Backend::Cpu),
+            zkpipe_pipeline::Config::default()
+                .with_proof_check(zkpipe_pipeline::ProofCheck::Off)
+                .with_backend(zkpipe_pipeline::Backend::Cpu),
         )
         .expect("a CPU engine starts")
     })

@@ -257,6 +257,21 @@ pub fn proving_key_unchecked(params: &Parameters<Bls12>) -> Result<ProvingKey, P
     ProvingKey::new_unchecked(key_parts(params))
 }
 
+/// As [`proving_key_unchecked`], taking the parameters: their points move into the key
+/// rather than being copied (a key made by bellperson's setup in this process, such as test
+/// parameters just generated and written to a file).
+pub fn into_proving_key_unchecked(params: Parameters<Bls12>) -> Result<ProvingKey, ProveError> {
+    let take = |v: Arc<Vec<_>>| Arc::try_unwrap(v).unwrap_or_else(|shared| shared.to_vec());
+    ProvingKey::new_unchecked(KeyParts {
+        vk: verifying_key(&params.vk),
+        h: take(params.h),
+        l: take(params.l),
+        a: take(params.a),
+        b_g1: take(params.b_g1),
+        b_g2: Arc::try_unwrap(params.b_g2).unwrap_or_else(|shared| shared.to_vec()),
+    })
+}
+
 fn key_parts(params: &Parameters<Bls12>) -> KeyParts {
     KeyParts {
         vk: verifying_key(&params.vk),

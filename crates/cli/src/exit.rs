@@ -25,6 +25,10 @@ pub enum Failure {
     /// Some jobs failed (a soak or a batch), each reported as it happened.
     #[error("{0}")]
     Jobs(String),
+    /// A Filecoin proof failed: its input or parameters (2), its device (3), a proof refused
+    /// by the check (4), the job (5), else 1.
+    #[error(transparent)]
+    Filecoin(Box<zkpipe_filecoin::FilecoinError>),
     /// Anything else.
     #[error(transparent)]
     Other(#[from] Box<dyn std::error::Error>),
@@ -42,6 +46,24 @@ impl From<String> for Failure {
     }
 }
 
+/// The exit status of a Filecoin proof's failure.
+fn filecoin_code(e: &zkpipe_filecoin::FilecoinError) -> u8 {
+    use zkpipe_filecoin::FilecoinError as F;
+    match e {
+        e if e.is_bad_input() => 2,
+        F::Prove {
+            source: ProveError::TooLargeForDevice { .. } | ProveError::DeviceQuarantined { .. },
+            ..
+        } => 3,
+        F::Prove {
+            source: ProveError::ProofRejected { .. },
+            ..
+        } => 4,
+        F::Prove { .. } => 5,
+        _ => 1,
+    }
+}
+
 impl Failure {
     /// The process's exit status for this failure.
     pub fn code(&self) -> u8 {
@@ -50,6 +72,7 @@ impl Failure {
             Failure::Device(_) | Failure::NoDevice(_) => 3,
             Failure::Unverified { .. } => 4,
             Failure::Job(_) | Failure::Jobs(_) => 5,
+            Failure::Filecoin(e) => filecoin_code(e),
             Failure::Other(_) => 1,
         }
     }

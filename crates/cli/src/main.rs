@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 
 mod devices;
 mod exit;
+mod filecoin;
 mod info;
 mod prove;
 mod soak;
@@ -90,6 +91,11 @@ enum Command {
     /// several sizes in turn, dropped handles), checking proofs against the CPU and memory
     /// for leaks; a failure, a wrong proof or a leak makes the exit status non-zero.
     Soak(soak::Args),
+    /// Filecoin's proofs from their real inputs: PoRep C2 from a C1 output, WindowPoSt,
+    /// WinningPoSt and SnapDeals from their vanilla proofs; `gen` makes such inputs. Exit
+    /// status 2 for bad input or parameters.
+    #[command(subcommand)]
+    Filecoin(filecoin::Command),
 }
 
 fn main() -> ExitCode {
@@ -99,6 +105,7 @@ fn main() -> ExitCode {
         Command::Info { json } => info::run(json).map_err(exit::Failure::Other),
         Command::Prove(a) => prove::run(&a),
         Command::Soak(a) => soak::run(&a),
+        Command::Filecoin(c) => filecoin::run(&c),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

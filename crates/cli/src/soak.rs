@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 use blstrs::Scalar;
 use zkpipe_pipeline::testgen::{random_key, random_witness, Shape};
 use zkpipe_pipeline::{
-    Backend, Config, Engine, G2Placement, JobHandle, ProveError, ProvingKey, Randomness, Witness,
+    Backend, Config, Engine, G2Placement, JobHandle, ProofCheck, ProveError, ProvingKey,
+    Randomness, Witness,
 };
 
 use crate::exit::Failure;
@@ -73,7 +74,11 @@ fn fixed() -> Randomness {
 }
 
 fn cases(a: &Args) -> Result<Vec<Case>, Error> {
-    let cpu = Engine::start(Config::default().with_backend(Backend::Cpu))?;
+    let cpu = Engine::start(
+        Config::default()
+            .with_proof_check(ProofCheck::Off)
+            .with_backend(Backend::Cpu),
+    )?;
     let mut out = Vec::new();
     for (i, &log_n) in a.sizes.iter().enumerate() {
         if !(2..=26).contains(&log_n) {
@@ -182,6 +187,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     let live_before = zkpipe_cuda::census::live();
     let engine = Engine::start(
         Config::default()
+            .with_proof_check(ProofCheck::Off)
             .with_backend(Backend::Auto)
             .with_devices(crate::devices::select(a.devices.as_deref())?)
             .with_workers_per_device(a.workers)

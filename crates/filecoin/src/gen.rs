@@ -51,11 +51,36 @@ impl Registered {
             update,
         };
         Ok(match sector_size {
-            0x800 => r(S::StackedDrg2KiBV1_1, P::StackedDrgWindow2KiBV1_2, P::StackedDrgWinning2KiBV1, U::StackedDrg2KiBV1),
-            0x80_0000 => r(S::StackedDrg8MiBV1_1, P::StackedDrgWindow8MiBV1_2, P::StackedDrgWinning8MiBV1, U::StackedDrg8MiBV1),
-            0x2000_0000 => r(S::StackedDrg512MiBV1_1, P::StackedDrgWindow512MiBV1_2, P::StackedDrgWinning512MiBV1, U::StackedDrg512MiBV1),
-            0x8_0000_0000 => r(S::StackedDrg32GiBV1_1, P::StackedDrgWindow32GiBV1_2, P::StackedDrgWinning32GiBV1, U::StackedDrg32GiBV1),
-            0x10_0000_0000 => r(S::StackedDrg64GiBV1_1, P::StackedDrgWindow64GiBV1_2, P::StackedDrgWinning64GiBV1, U::StackedDrg64GiBV1),
+            0x800 => r(
+                S::StackedDrg2KiBV1_1,
+                P::StackedDrgWindow2KiBV1_2,
+                P::StackedDrgWinning2KiBV1,
+                U::StackedDrg2KiBV1,
+            ),
+            0x80_0000 => r(
+                S::StackedDrg8MiBV1_1,
+                P::StackedDrgWindow8MiBV1_2,
+                P::StackedDrgWinning8MiBV1,
+                U::StackedDrg8MiBV1,
+            ),
+            0x2000_0000 => r(
+                S::StackedDrg512MiBV1_1,
+                P::StackedDrgWindow512MiBV1_2,
+                P::StackedDrgWinning512MiBV1,
+                U::StackedDrg512MiBV1,
+            ),
+            0x8_0000_0000 => r(
+                S::StackedDrg32GiBV1_1,
+                P::StackedDrgWindow32GiBV1_2,
+                P::StackedDrgWinning32GiBV1,
+                U::StackedDrg32GiBV1,
+            ),
+            0x10_0000_0000 => r(
+                S::StackedDrg64GiBV1_1,
+                P::StackedDrgWindow64GiBV1_2,
+                P::StackedDrgWinning64GiBV1,
+                U::StackedDrg64GiBV1,
+            ),
             other => {
                 return Err(FilecoinError::Unsupported {
                     what: format!("sector size {other}"),
@@ -128,7 +153,11 @@ fn stage_piece(
 
 /// Seals a sector of `sector_size` bytes holding `data` under `dir` (pre-commit phases 1 and
 /// 2), for a random prover id, sector number and ticket.
-pub fn seal_sector(dir: &Path, sector_size: u64, data: SectorData) -> Result<Sealed, FilecoinError> {
+pub fn seal_sector(
+    dir: &Path,
+    sector_size: u64,
+    data: SectorData,
+) -> Result<Sealed, FilecoinError> {
     let registered = Registered::for_size(sector_size)?;
     let cache_dir = dir.join("cache");
     std::fs::create_dir_all(&cache_dir).map_err(io(&cache_dir))?;
@@ -223,8 +252,13 @@ fn post_vanilla(
         expected: format!("challenges of sector {}", sealed.sector_id),
         got: "none".into(),
     })?;
-    post::generate_single_vanilla_proof(registered, id, &replica_info(sealed, registered), challenges)
-        .map_err(step("the PoSt vanilla proof"))
+    post::generate_single_vanilla_proof(
+        registered,
+        id,
+        &replica_info(sealed, registered),
+        challenges,
+    )
+    .map_err(step("the PoSt vanilla proof"))
 }
 
 /// The public replica information of `sealed`, for the PoSt verifiers.
@@ -256,8 +290,9 @@ pub fn window_post(sealed: &Sealed) -> Result<WindowPoSt, FilecoinError> {
 pub fn winning_post(sealed: &Sealed) -> Result<WinningPoSt, FilecoinError> {
     let registered = sealed.registered.winning;
     let randomness = random_fr_bytes();
-    let chosen = post::generate_winning_post_sector_challenge(registered, &randomness, 1, sealed.prover_id)
-        .map_err(step("the WinningPoSt sector challenge"))?;
+    let chosen =
+        post::generate_winning_post_sector_challenge(registered, &randomness, 1, sealed.prover_id)
+            .map_err(step("the WinningPoSt sector challenge"))?;
     if chosen != [0] {
         return Err(FilecoinError::Mismatch {
             what: "the WinningPoSt sector challenge over one sector",
@@ -281,8 +316,16 @@ pub fn snap(dir: &Path, sector_key: &Sealed) -> Result<SnapUpdate, FilecoinError
     std::fs::create_dir_all(&cache).map_err(io(&cache))?;
     let staged = dir.join("update-staged");
     let replica = dir.join("update-replica");
-    let piece = stage_piece(sector_key.registered.seal, sector_key.sector_size, SectorData::Random, &staged)?;
-    File::create(&replica).map_err(io(&replica))?;
+    let piece = stage_piece(
+        sector_key.registered.seal,
+        sector_key.sector_size,
+        SectorData::Random,
+        &staged,
+    )?;
+    // The new replica has the sector key's size before it is encoded into.
+    File::create(&replica)
+        .and_then(|f| f.set_len(sector_key.sector_size))
+        .map_err(io(&replica))?;
     let encoded = update::empty_sector_update_encode_into(
         registered,
         &replica,

@@ -6,8 +6,7 @@ use filecoin_hashers::{Domain, Hasher};
 use filecoin_proofs::{
     as_safe_commitment, parameters, partition_vanilla_proofs, single_partition_vanilla_proofs,
     DefaultPieceDomain, DefaultPieceHasher, FallbackPoStSectorProof, PoRepConfig, PoStConfig,
-    PoStType, SectorShape2KiB, SectorShape32GiB, SectorShape512MiB, SectorShape64GiB,
-    SectorShape8MiB, SectorUpdateConfig, TreeRHasher,
+    PoStType, SectorUpdateConfig, TreeRHasher,
 };
 use storage_proofs_core::api_version::ApiFeature;
 use storage_proofs_core::compound_proof::{self, CompoundProof};
@@ -32,7 +31,10 @@ pub(crate) enum Step<'e> {
     /// Its proof, on this engine.
     Prove(&'e Engine),
     /// Its proof by bellperson's `create_proof` on the CPU, with these r and s.
-    Reference { r: blstrs::Scalar, s: blstrs::Scalar },
+    Reference {
+        r: blstrs::Scalar,
+        s: blstrs::Scalar,
+    },
 }
 
 /// What a request came to.
@@ -42,25 +44,12 @@ pub(crate) enum Done {
     Reference(ReferenceOutput),
 }
 
-/// Calls `$f::<Tree>(args)` with the sector shape of `$size` bytes.
-macro_rules! with_shape {
-    ($size:expr, $f:ident, $($arg:expr),* $(,)?) => {
-        match $size {
-            0x800 => $f::<SectorShape2KiB>($($arg),*),
-            0x80_0000 => $f::<SectorShape8MiB>($($arg),*),
-            0x2000_0000 => $f::<SectorShape512MiB>($($arg),*),
-            0x8_0000_0000 => $f::<SectorShape32GiB>($($arg),*),
-            0x10_0000_0000 => $f::<SectorShape64GiB>($($arg),*),
-            other => Err(FilecoinError::Unsupported {
-                what: format!("sector size {other}"),
-                why: "filecoin-proofs proves 2 KiB, 8 MiB, 512 MiB, 32 GiB and 64 GiB sectors",
-            }),
-        }
-    };
-}
-
 /// Runs `request` as far as `step`.
-pub(crate) fn run(prover: &Prover, step: Step<'_>, request: &Request) -> Result<Done, FilecoinError> {
+pub(crate) fn run(
+    prover: &Prover,
+    step: Step<'_>,
+    request: &Request,
+) -> Result<Done, FilecoinError> {
     match request {
         Request::PoRepC2(r) => {
             let size = u64::from(r.c1.registered_proof.sector_size());
@@ -217,7 +206,11 @@ fn porep_c2<Tree: 'static + MerkleTreeTrait>(
             why: "non-interactive PoRep's C2 is an aggregate of its proofs; this prover makes interactive PoRep's C2",
         });
     }
-    for (what, v) in [("comm_d", &c1.comm_d), ("comm_r", &c1.comm_r), ("seed", &c1.seed)] {
+    for (what, v) in [
+        ("comm_d", &c1.comm_d),
+        ("comm_r", &c1.comm_r),
+        ("seed", &c1.seed),
+    ] {
         if *v == [0; 32] {
             return Err(FilecoinError::Mismatch {
                 what,
@@ -240,7 +233,10 @@ fn porep_c2<Tree: 'static + MerkleTreeTrait>(
         return Err(FilecoinError::Mismatch {
             what: "the C1 output's partitions of vanilla proofs",
             expected: format!("{partitions}, none empty"),
-            got: format!("{:?} proofs a partition", vanilla.iter().map(Vec::len).collect::<Vec<_>>()),
+            got: format!(
+                "{:?} proofs a partition",
+                vanilla.iter().map(Vec::len).collect::<Vec<_>>()
+            ),
         });
     }
     let replica_id: <Tree::Hasher as Hasher>::Domain =
@@ -278,34 +274,31 @@ fn porep_c2<Tree: 'static + MerkleTreeTrait>(
         priority: false,
     };
     type Compound<T> = StackedCompound<T, DefaultPieceHasher>;
-    let pub_params = <Compound<Tree> as CompoundProof<StackedDrg<'_, Tree, DefaultPieceHasher>, _>>::setup(&setup)
-        .map_err(FilecoinError::filecoin("PoRep public parameters"))?;
+    let pub_params = <Compound<Tree> as CompoundProof<
+        StackedDrg<'_, Tree, DefaultPieceHasher>,
+        _,
+    >>::setup(&setup)
+    .map_err(FilecoinError::filecoin("PoRep public parameters"))?;
     let vp = &pub_params.vanilla_params;
     let key = load_key(prover, <Compound<Tree> as CacheableParameters<StackedCircuit<Tree, DefaultPieceHasher>, _>>::cache_identifier(vp), vp.sector_size(), || {
         <Compound<Tree> as CompoundProof<StackedDrg<'_, Tree, DefaultPieceHasher>, _>>::blank_circuit(vp)
     });
-    finish(
-        prover,
-        step,
-        key,
-        partitions,
-        |k| {
-            let circuit = <Compound<Tree> as CompoundProof<StackedDrg<'_, Tree, DefaultPieceHasher>, _>>::circuit(
-                &pub_in,
-                Default::default(),
-                &vanilla[k],
-                vp,
-                Some(k),
-            )
-            .map_err(FilecoinError::filecoin("building the PoRep circuit"))?;
-            let inputs = <Compound<Tree> as CompoundProof<StackedDrg<'_, Tree, DefaultPieceHasher>, _>>::generate_public_inputs(&pub_in, vp, Some(k))
-                .map_err(FilecoinError::filecoin("the PoRep public inputs"))?;
-            Ok(PartitionCircuit {
-                circuit,
-                expected_inputs: Some(inputs),
-            })
-        },
-    )
+    finish(prover, step, key, partitions, |k| {
+        let circuit = <Compound<Tree> as CompoundProof<
+            StackedDrg<'_, Tree, DefaultPieceHasher>,
+            _,
+        >>::circuit(&pub_in, (), &vanilla[k], vp, Some(k))
+        .map_err(FilecoinError::filecoin("building the PoRep circuit"))?;
+        let inputs = <Compound<Tree> as CompoundProof<
+            StackedDrg<'_, Tree, DefaultPieceHasher>,
+            _,
+        >>::generate_public_inputs(&pub_in, vp, Some(k))
+        .map_err(FilecoinError::filecoin("the PoRep public inputs"))?;
+        Ok(PartitionCircuit {
+            circuit,
+            expected_inputs: Some(inputs),
+        })
+    })
 }
 
 /// PoSt vanilla proofs from their bincode bytes.
@@ -368,27 +361,27 @@ fn post_partitions<'a, Tree: 'static + MerkleTreeTrait>(
     let key = load_key(prover, <FallbackPoStCompound<Tree> as CacheableParameters<FallbackPoStCircuit<Tree>, _>>::cache_identifier(vp), vp.sector_size(), || {
         FallbackPoStCompound::<Tree>::blank_circuit(vp)
     });
-    finish(
-        prover,
-        step,
-        key,
-        vanilla.len(),
-        |k| {
-            let circuit = FallbackPoStCompound::<Tree>::circuit(pub_in, Default::default(), &vanilla[k], vp, Some(k))
-                .map_err(FilecoinError::filecoin("building the PoSt circuit"))?;
-            let expected_inputs = match verifier_in {
-                Some(v) => Some(
-                    FallbackPoStCompound::<Tree>::generate_public_inputs(v, vp, Some(k))
-                        .map_err(FilecoinError::filecoin("the PoSt public inputs"))?,
-                ),
-                None => None,
-            };
-            Ok(PartitionCircuit {
-                circuit,
-                expected_inputs,
-            })
-        },
-    )
+    finish(prover, step, key, vanilla.len(), |k| {
+        let circuit = FallbackPoStCompound::<Tree>::circuit(
+            pub_in,
+            Default::default(),
+            &vanilla[k],
+            vp,
+            Some(k),
+        )
+        .map_err(FilecoinError::filecoin("building the PoSt circuit"))?;
+        let expected_inputs = match verifier_in {
+            Some(v) => Some(
+                FallbackPoStCompound::<Tree>::generate_public_inputs(v, vp, Some(k))
+                    .map_err(FilecoinError::filecoin("the PoSt public inputs"))?,
+            ),
+            None => None,
+        };
+        Ok(PartitionCircuit {
+            circuit,
+            expected_inputs,
+        })
+    })
 }
 
 fn post_config(
@@ -442,7 +435,14 @@ fn window_post<Tree: 'static + MerkleTreeTrait>(
             None,
         ),
     };
-    post_partitions(prover, step, &pub_params, &pub_in, &partitioned, verifier_in)
+    post_partitions(
+        prover,
+        step,
+        &pub_params,
+        &pub_in,
+        &partitioned,
+        verifier_in,
+    )
 }
 
 fn winning_post<Tree: 'static + MerkleTreeTrait>(
@@ -476,10 +476,19 @@ fn winning_post<Tree: 'static + MerkleTreeTrait>(
     // sector slots.
     let slots = pub_params.vanilla_params.sector_count;
     let verifier_in = fallback::PublicInputs {
-        sectors: (0..slots).flat_map(|_| pub_in.sectors.iter().cloned()).collect(),
+        sectors: (0..slots)
+            .flat_map(|_| pub_in.sectors.iter().cloned())
+            .collect(),
         ..pub_in.clone()
     };
-    post_partitions(prover, step, &pub_params, &pub_in, &partitioned, Some(&verifier_in))
+    post_partitions(
+        prover,
+        step,
+        &pub_params,
+        &pub_in,
+        &partitioned,
+        Some(&verifier_in),
+    )
 }
 
 fn snap<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
@@ -495,10 +504,12 @@ fn snap<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
         .iter()
         .enumerate()
         .map(|(index, b)| {
-            bincode::deserialize::<PartitionProof<Tree>>(b).map_err(|source| FilecoinError::Vanilla {
-                index,
-                what: "SnapDeals PartitionProof of this sector size",
-                source,
+            bincode::deserialize::<PartitionProof<Tree>>(b).map_err(|source| {
+                FilecoinError::Vanilla {
+                    index,
+                    what: "SnapDeals PartitionProof of this sector size",
+                    source,
+                }
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
@@ -530,23 +541,30 @@ fn snap<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     let pub_params = EmptySectorUpdateCompound::<Tree>::setup(&setup)
         .map_err(FilecoinError::filecoin("SnapDeals public parameters"))?;
     let vp = &pub_params.vanilla_params;
-    let key = load_key(prover, <EmptySectorUpdateCompound<Tree> as CacheableParameters<EmptySectorUpdateCircuit<Tree>, _>>::cache_identifier(vp), vp.sector_size(), || {
-        EmptySectorUpdateCompound::<Tree>::blank_circuit(vp)
-    });
-    finish(
+    let key = load_key(
         prover,
-        step,
-        key,
-        partitions,
-        |k| {
-            let circuit = EmptySectorUpdateCompound::<Tree>::circuit(&pub_in, Default::default(), &vanilla[k], vp, Some(k))
-                .map_err(FilecoinError::filecoin("building the SnapDeals circuit"))?;
-            let inputs = EmptySectorUpdateCompound::<Tree>::generate_public_inputs(&pub_in, vp, Some(k))
+        <EmptySectorUpdateCompound<Tree> as CacheableParameters<
+            EmptySectorUpdateCircuit<Tree>,
+            _,
+        >>::cache_identifier(vp),
+        vp.sector_size(),
+        || EmptySectorUpdateCompound::<Tree>::blank_circuit(vp),
+    );
+    finish(prover, step, key, partitions, |k| {
+        let circuit = EmptySectorUpdateCompound::<Tree>::circuit(
+            &pub_in,
+            (),
+            &vanilla[k],
+            vp,
+            Some(k),
+        )
+        .map_err(FilecoinError::filecoin("building the SnapDeals circuit"))?;
+        let inputs =
+            EmptySectorUpdateCompound::<Tree>::generate_public_inputs(&pub_in, vp, Some(k))
                 .map_err(FilecoinError::filecoin("the SnapDeals public inputs"))?;
-            Ok(PartitionCircuit {
-                circuit,
-                expected_inputs: Some(inputs),
-            })
-        },
-    )
+        Ok(PartitionCircuit {
+            circuit,
+            expected_inputs: Some(inputs),
+        })
+    })
 }

@@ -18,11 +18,29 @@
 
 #![forbid(unsafe_code)]
 
+/// Calls `$f::<Tree>(args)` with the sector shape of `$size` bytes.
+macro_rules! with_shape {
+    ($size:expr, $f:ident, $($arg:expr),* $(,)?) => {
+        match $size {
+            0x800 => $f::<filecoin_proofs::SectorShape2KiB>($($arg),*),
+            0x80_0000 => $f::<filecoin_proofs::SectorShape8MiB>($($arg),*),
+            0x2000_0000 => $f::<filecoin_proofs::SectorShape512MiB>($($arg),*),
+            0x8_0000_0000 => $f::<filecoin_proofs::SectorShape32GiB>($($arg),*),
+            0x10_0000_0000 => $f::<filecoin_proofs::SectorShape64GiB>($($arg),*),
+            other => Err($crate::FilecoinError::Unsupported {
+                what: format!("sector size {other}"),
+                why: "filecoin-proofs proves 2 KiB, 8 MiB, 512 MiB, 32 GiB and 64 GiB sectors",
+            }),
+        }
+    };
+}
+
 pub mod gen;
 mod kinds;
 pub mod params;
 mod prover;
 pub mod request;
+pub mod verify;
 
 use std::path::PathBuf;
 
@@ -57,10 +75,7 @@ pub enum FilecoinError {
     },
     /// A hex string of the wrong length or with a non-hex digit.
     #[error("{what}: {reason}")]
-    Hex {
-        what: &'static str,
-        reason: String,
-    },
+    Hex { what: &'static str, reason: String },
     /// Parts of the input that do not belong together.
     #[error("{what}: expected {expected}, got {got}")]
     Mismatch {
@@ -116,7 +131,9 @@ pub enum FilecoinError {
     },
     /// A parameter file that zkpipe's reader refused (truncated, a bad point, …).
     #[error(transparent)]
-    Params { source: zkpipe_pipeline::ParamsError },
+    Params {
+        source: Box<zkpipe_pipeline::ParamsError>,
+    },
     /// A parameter file that holds the parameters of another circuit.
     #[error("parameter file {path} is not of this circuit (partition {partition}): {source}")]
     ParamsOfOtherCircuit {
@@ -124,6 +141,9 @@ pub enum FilecoinError {
         partition: usize,
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// Parameters generated in this process that do not make a key (a shape error).
+    #[error("generated parameters: {source}")]
+    GeneratedKey { source: zkpipe_pipeline::ProveError },
     /// Writing generated parameters failed.
     #[error("parameter file {path}: {source}")]
     ParamsIo {
@@ -149,7 +169,10 @@ impl FilecoinError {
     /// True for errors of the input or the parameter files (the CLI's exit status 2), false
     /// for failures of the engine.
     pub fn is_bad_input(&self) -> bool {
-        !matches!(self, FilecoinError::Prove { .. } | FilecoinError::ParamsIo { .. })
+        !matches!(
+            self,
+            FilecoinError::Prove { .. } | FilecoinError::ParamsIo { .. }
+        )
     }
 
     pub(crate) fn filecoin(step: &'static str) -> impl FnOnce(anyhow::Error) -> Self {

@@ -174,8 +174,7 @@ impl Prover {
             }
             drop(tx);
             for submitted in rx {
-                let outcome = submitted
-                    .and_then(|s| self.wait_checked(engine, &key, s, &make));
+                let outcome = submitted.and_then(|s| self.wait_checked(engine, &key, s, &make));
                 match outcome {
                     Ok((proof, report)) => {
                         let k = report.partition;

@@ -27,8 +27,9 @@ fn a_corrupted_proof_is_proved_again_or_refused_never_returned() {
     let out = p.prove(&engine, &req).expect("the retry proves");
     assert_eq!(inject::corruptions_left(), 0, "the fault was met");
     assert!(out.partitions[0].retried, "the partition was proved again");
-    let ok = post::verify_winning_post(&request.randomness, &out.bytes, &replicas, sealed.prover_id)
-        .expect("the verifier runs");
+    let ok =
+        post::verify_winning_post(&request.randomness, &out.bytes, &replicas, sealed.prover_id)
+            .expect("the verifier runs");
     assert!(ok, "the retried proof verifies");
 
     // Both attempts corrupted: a typed error naming the partition and the check.
@@ -44,6 +45,10 @@ fn a_corrupted_proof_is_proved_again_or_refused_never_returned() {
         ),
         "{e}"
     );
-    assert_eq!(engine.stats().rejected, 3, "three proofs refused, none returned");
+    assert_eq!(
+        engine.stats().rejected,
+        3,
+        "three proofs refused, none returned"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }

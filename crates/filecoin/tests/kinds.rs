@@ -18,7 +18,11 @@ fn prove_both(request: &Request) -> Vec<u8> {
     let engine = engine(&key);
     let out = prover.prove(&engine, request).expect("the engine proves");
     for p in &out.partitions {
-        assert!(p.constraints > 0, "partition {} has constraints", p.partition);
+        assert!(
+            p.constraints > 0,
+            "partition {} has constraints",
+            p.partition
+        );
         assert!(!p.retried, "no proof was refused by the check");
     }
     let (r, s) = fixed();
@@ -26,7 +30,10 @@ fn prove_both(request: &Request) -> Vec<u8> {
         .prove_with_bellperson(request, r, s)
         .expect("bellperson proves");
     assert_eq!(out.bytes.len(), 192 * out.partitions.len());
-    assert_eq!(out.bytes, reference.bytes, "the proof equals bellperson's create_proof");
+    assert_eq!(
+        out.bytes, reference.bytes,
+        "the proof equals bellperson's create_proof"
+    );
     out.bytes
 }
 
@@ -56,22 +63,31 @@ fn porep_c2_2kib_is_accepted_by_verify_seal_and_equals_bellperson() {
 
     // The C1 output as Lotus and Curio store it, read back in both forms.
     let json = serde_json::to_vec(c1).expect("C1 to JSON");
-    let api = PoRepC2::from_c1_json(&json, None, sealed.prover_id, sealed.sector_id).expect("the API form");
+    let api = PoRepC2::from_c1_json(&json, None, sealed.prover_id, sealed.sector_id)
+        .expect("the API form");
     let mut raw: serde_json::Value = serde_json::from_slice(&json).expect("JSON");
     let obj = raw.as_object_mut().expect("an object");
     obj.remove("registered_proof");
     let vanilla = obj["vanilla_proofs"]["StackedDrg2KiBV1"].take();
     obj.insert("vanilla_proofs".into(), vanilla);
     let raw_bytes = serde_json::to_vec(&raw).expect("raw form");
-    let from_raw = PoRepC2::from_c1_json(&raw_bytes, Some(c1.registered_proof), sealed.prover_id, sealed.sector_id)
-        .expect("filecoin-proofs' own form, its registered proof given");
+    let from_raw = PoRepC2::from_c1_json(
+        &raw_bytes,
+        Some(c1.registered_proof),
+        sealed.prover_id,
+        sealed.sector_id,
+    )
+    .expect("filecoin-proofs' own form, its registered proof given");
     assert_eq!(
         serde_json::to_string(&api.c1).unwrap(),
         serde_json::to_string(&from_raw.c1).unwrap(),
         "both forms read to the same C1 output"
     );
     let no_registered = PoRepC2::from_c1_json(&raw_bytes, None, sealed.prover_id, sealed.sector_id);
-    assert!(matches!(no_registered, Err(FilecoinError::Mismatch { .. })), "{no_registered:?}");
+    assert!(
+        matches!(no_registered, Err(FilecoinError::Mismatch { .. })),
+        "{no_registered:?}"
+    );
 
     let request = Request::PoRepC2(Box::new(api));
     let proof = prove_both(&request);
@@ -93,27 +109,62 @@ fn porep_c2_2kib_is_accepted_by_verify_seal_and_equals_bellperson() {
     let p = prover();
     let key = p.key(&request).expect("key");
     let engine = engine(&key);
-    let truncated = PoRepC2::from_c1_json(&json[..json.len() / 2], None, sealed.prover_id, sealed.sector_id);
-    assert!(matches!(truncated, Err(FilecoinError::Json { .. })), "{truncated:?}");
+    let truncated = PoRepC2::from_c1_json(
+        &json[..json.len() / 2],
+        None,
+        sealed.prover_id,
+        sealed.sector_id,
+    );
+    assert!(
+        matches!(truncated, Err(FilecoinError::Json { .. })),
+        "{truncated:?}"
+    );
 
-    let other_sector = PoRepC2::from_c1_json(&json, None, sealed.prover_id, sealed.sector_id + 1).unwrap();
-    let e = p.prove(&engine, &Request::PoRepC2(Box::new(other_sector))).unwrap_err();
-    assert!(matches!(e, FilecoinError::Mismatch { .. }), "another sector id: {e}");
+    let other_sector =
+        PoRepC2::from_c1_json(&json, None, sealed.prover_id, sealed.sector_id + 1).unwrap();
+    let e = p
+        .prove(&engine, &Request::PoRepC2(Box::new(other_sector)))
+        .unwrap_err();
+    assert!(
+        matches!(e, FilecoinError::Mismatch { .. }),
+        "another sector id: {e}"
+    );
     assert!(e.is_bad_input());
 
     let mut other_size: serde_json::Value = serde_json::from_slice(&json).unwrap();
     other_size["registered_proof"] = serde_json::json!("StackedDrg8MiBV1_1");
-    let other_size = PoRepC2::from_c1_json(&serde_json::to_vec(&other_size).unwrap(), None, sealed.prover_id, sealed.sector_id).unwrap();
-    let e = p.prove(&engine, &Request::PoRepC2(Box::new(other_size))).unwrap_err();
-    assert!(matches!(e, FilecoinError::Mismatch { .. }), "a C1 output of another sector size: {e}");
+    let other_size = PoRepC2::from_c1_json(
+        &serde_json::to_vec(&other_size).unwrap(),
+        None,
+        sealed.prover_id,
+        sealed.sector_id,
+    )
+    .unwrap();
+    let e = p
+        .prove(&engine, &Request::PoRepC2(Box::new(other_size)))
+        .unwrap_err();
+    assert!(
+        matches!(e, FilecoinError::Mismatch { .. }),
+        "a C1 output of another sector size: {e}"
+    );
 
     let mut flipped: serde_json::Value = serde_json::from_slice(&json).unwrap();
-    assert!(flip_first_hash(&mut flipped["vanilla_proofs"]), "a hash to flip in the vanilla proofs");
-    let flipped = PoRepC2::from_c1_json(&serde_json::to_vec(&flipped).unwrap(), None, sealed.prover_id, sealed.sector_id);
+    assert!(
+        flip_first_hash(&mut flipped["vanilla_proofs"]),
+        "a hash to flip in the vanilla proofs"
+    );
+    let flipped = PoRepC2::from_c1_json(
+        &serde_json::to_vec(&flipped).unwrap(),
+        None,
+        sealed.prover_id,
+        sealed.sector_id,
+    );
     match flipped {
         Err(e) => assert!(e.is_bad_input(), "{e}"),
         Ok(req) => {
-            let e = p.prove(&engine, &Request::PoRepC2(Box::new(req))).unwrap_err();
+            let e = p
+                .prove(&engine, &Request::PoRepC2(Box::new(req)))
+                .unwrap_err();
             println!("a flipped byte in a Merkle path: {e}");
             assert!(e.is_bad_input(), "{e}");
         }
@@ -163,7 +214,9 @@ fn window_post_2kib_whole_and_one_partition_are_accepted_and_equal_bellperson() 
     other.randomness[0] ^= 1;
     let p = prover();
     let key = p.key(&Request::WindowPoSt(other.clone())).expect("key");
-    let e = p.prove(&engine(&key), &Request::WindowPoSt(other)).unwrap_err();
+    let e = p
+        .prove(&engine(&key), &Request::WindowPoSt(other))
+        .unwrap_err();
     println!("vanilla proofs of other randomness: {e}");
     assert!(e.is_bad_input(), "{e}");
     let _ = std::fs::remove_dir_all(dir);
@@ -187,7 +240,9 @@ fn winning_post_2kib_is_accepted_and_equals_bellperson() {
     bad.vanilla_proofs[0].truncate(n / 2);
     let p = prover();
     let key = p.key(&Request::WinningPoSt(request)).expect("key");
-    let e = p.prove(&engine(&key), &Request::WinningPoSt(bad)).unwrap_err();
+    let e = p
+        .prove(&engine(&key), &Request::WinningPoSt(bad))
+        .unwrap_err();
     assert!(matches!(e, FilecoinError::Vanilla { index: 0, .. }), "{e}");
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -207,7 +262,10 @@ fn snap_2kib_is_accepted_by_verify_empty_sector_update_proof_and_equals_bellpers
         request.comm_d_new,
     )
     .expect("the verifier runs");
-    assert!(ok, "filecoin-proofs' verify_empty_sector_update_proof accepts the proof");
+    assert!(
+        ok,
+        "filecoin-proofs' verify_empty_sector_update_proof accepts the proof"
+    );
 
     // The vanilla proofs of another update (comm_r_new changed): refused.
     let mut other = request.clone();

@@ -10,7 +10,9 @@ use group::prime::PrimeCurveAffine;
 use zkpipe_msm::testgen::off_subgroup_g1;
 use zkpipe_msm::MsmError;
 use zkpipe_pipeline::testgen::{random_key_parts, random_witness, Shape, WitnessSource};
-use zkpipe_pipeline::{Backend, Config, Engine, ProveError, ProvingKey, Randomness, Scalars};
+use zkpipe_pipeline::{
+    Backend, Config, Engine, ProofCheck, ProveError, ProvingKey, Randomness, Scalars,
+};
 
 fn shape() -> Shape {
     Shape {
@@ -77,7 +79,12 @@ fn points_off_the_curve_or_subgroup_are_refused() {
 fn witness_shapes_are_checked_and_proofs_are_deterministic() {
     let s = shape();
     let key = std::sync::Arc::new(ProvingKey::new(random_key_parts(&s, 2)).unwrap());
-    let engine = Engine::start(Config::default().with_backend(Backend::Cpu)).unwrap();
+    let engine = Engine::start(
+        Config::default()
+            .with_proof_check(ProofCheck::Off)
+            .with_backend(Backend::Cpu),
+    )
+    .unwrap();
     let fixed = Randomness::Fixed {
         r: Scalar::from(3u64),
         s: Scalar::from(5u64),
@@ -125,6 +132,7 @@ fn shutdown_finishes_every_accepted_job() {
     let key = std::sync::Arc::new(ProvingKey::new(random_key_parts(&s, 5)).unwrap());
     let engine = Engine::start(
         Config::default()
+            .with_proof_check(ProofCheck::Off)
             .with_backend(Backend::Cpu)
             .with_queue_capacity(16),
     )
@@ -166,6 +174,7 @@ fn queued_jobs_are_cancelled_by_cancel_or_a_dropped_handle_and_a_full_queue_give
     let (slow_key, slow) = slow_job();
     let engine = Engine::start(
         Config::default()
+            .with_proof_check(ProofCheck::Off)
             .with_backend(Backend::Cpu)
             .with_queue_capacity(2),
     )
@@ -227,7 +236,12 @@ fn a_witness_that_does_not_satisfy_the_circuit_is_an_error_not_a_proof() {
     let s = shape();
     let key = std::sync::Arc::new(ProvingKey::new(random_key_parts(&s, 5)).unwrap());
     let good = random_witness(&s, 6);
-    let engine = Engine::start(Config::default().with_backend(Backend::Cpu)).unwrap();
+    let engine = Engine::start(
+        Config::default()
+            .with_proof_check(ProofCheck::Off)
+            .with_backend(Backend::Cpu),
+    )
+    .unwrap();
     engine
         .submit(&key, good.clone(), Randomness::Random)
         .unwrap()
@@ -249,7 +263,12 @@ fn a_witness_that_does_not_satisfy_the_circuit_is_an_error_not_a_proof() {
 fn metrics_count_jobs_by_state_in_the_prometheus_text_format() {
     let s = shape();
     let key = std::sync::Arc::new(ProvingKey::new(random_key_parts(&s, 5)).unwrap());
-    let engine = Engine::start(Config::default().with_backend(Backend::Cpu)).unwrap();
+    let engine = Engine::start(
+        Config::default()
+            .with_proof_check(ProofCheck::Off)
+            .with_backend(Backend::Cpu),
+    )
+    .unwrap();
     for i in 0..2 {
         let w = random_witness(&s, i);
         engine
@@ -291,6 +310,7 @@ fn a_job_whose_deadline_passes_in_the_queue_is_dropped_unrun() {
     let (slow_key, slow) = slow_job();
     let engine = Engine::start(
         Config::default()
+            .with_proof_check(ProofCheck::Off)
             .with_backend(Backend::Cpu)
             .with_queue_capacity(4),
     )
@@ -321,6 +341,7 @@ fn shutdown_now_cancels_the_queued_jobs_and_finishes_the_running_one() {
     let (slow_key, slow) = slow_job();
     let engine = Engine::start(
         Config::default()
+            .with_proof_check(ProofCheck::Off)
             .with_backend(Backend::Cpu)
             .with_queue_capacity(8),
     )
@@ -350,7 +371,12 @@ fn shutdown_now_cancels_the_queued_jobs_and_finishes_the_running_one() {
 fn a_cpu_engine_leaves_the_key_pageable_and_reports_no_device_time() {
     let s = shape();
     let key = std::sync::Arc::new(ProvingKey::new(random_key_parts(&s, 8)).unwrap());
-    let engine = Engine::start(Config::default().with_backend(Backend::Cpu)).unwrap();
+    let engine = Engine::start(
+        Config::default()
+            .with_proof_check(ProofCheck::Off)
+            .with_backend(Backend::Cpu),
+    )
+    .unwrap();
     engine.load_key(&key).unwrap();
     engine
         .submit(&key, random_witness(&s, 9), Randomness::Random)
@@ -366,7 +392,9 @@ fn a_cpu_engine_leaves_the_key_pageable_and_reports_no_device_time() {
 
 #[test]
 fn a_gpu_backend_without_a_device_is_an_error_at_start() {
-    let cfg = Config::default().with_backend(Backend::Gpu);
+    let cfg = Config::default()
+        .with_proof_check(ProofCheck::Off)
+        .with_backend(Backend::Gpu);
     match zkpipe_cuda::testing::gpu_context() {
         Some(_) => assert!(Engine::start(cfg).unwrap().on_gpu()),
         None => {
@@ -384,7 +412,12 @@ fn a_gpu_backend_without_a_device_is_an_error_at_start() {
 fn a_cpu_engine_lends_plain_vectors_that_prove_as_any_witness() {
     let s = shape();
     let key = std::sync::Arc::new(ProvingKey::new_unchecked(random_key_parts(&s, 3)).unwrap());
-    let engine = Engine::start(Config::default().with_backend(Backend::Cpu)).unwrap();
+    let engine = Engine::start(
+        Config::default()
+            .with_proof_check(ProofCheck::Off)
+            .with_backend(Backend::Cpu),
+    )
+    .unwrap();
     let abc = engine
         .lend_evaluations(&key, std::time::Duration::from_secs(1))
         .unwrap();
@@ -412,7 +445,9 @@ fn a_cpu_engine_lends_plain_vectors_that_prove_as_any_witness() {
 #[test]
 fn huge_counts_in_the_config_are_an_error_not_an_abort() {
     for (field, max) in zkpipe_pipeline::CONFIG_MAX {
-        let mut cfg = Config::default().with_backend(Backend::Cpu);
+        let mut cfg = Config::default()
+            .with_proof_check(ProofCheck::Off)
+            .with_backend(Backend::Cpu);
         let value = usize::MAX;
         match field {
             "queue_capacity" => cfg.queue_capacity = value,

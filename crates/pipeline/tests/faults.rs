@@ -13,8 +13,8 @@ use zkpipe_cuda::fault::{self, Fault};
 use zkpipe_cuda::testing::gpu_context;
 use zkpipe_pipeline::testgen::{random_key, random_witness, Shape};
 use zkpipe_pipeline::{
-    Backend, Config, Engine, G2Placement, OnDeviceFailure, ProveError, ProvingKey, Randomness,
-    Witness,
+    Backend, Config, Engine, G2Placement, OnDeviceFailure, ProofCheck, ProveError, ProvingKey,
+    Randomness, Witness,
 };
 
 const MIB: usize = 1 << 20;
@@ -39,6 +39,7 @@ fn fixed() -> Randomness {
 fn gpu_engine(on_device_failure: OnDeviceFailure) -> Engine {
     Engine::start(
         Config::default()
+            .with_proof_check(ProofCheck::Off)
             .with_backend(Backend::Gpu)
             .with_workers_per_device(1)
             .with_g2(G2Placement::Gpu)
@@ -91,7 +92,12 @@ fn setup() -> Setup {
     let sh = shape();
     let key = Arc::new(random_key(&sh, 1).unwrap());
     let witness = random_witness(&sh, 2);
-    let cpu = Engine::start(Config::default().with_backend(Backend::Cpu)).unwrap();
+    let cpu = Engine::start(
+        Config::default()
+            .with_proof_check(ProofCheck::Off)
+            .with_backend(Backend::Cpu),
+    )
+    .unwrap();
     let want = cpu
         .submit(&key, witness.clone(), fixed())
         .unwrap()

@@ -10,7 +10,7 @@ use blstrs::Scalar;
 use zkpipe_cuda::fault::{self, Fault};
 use zkpipe_cuda::testing::gpu_context;
 use zkpipe_pipeline::testgen::{random_key, random_witness, Shape};
-use zkpipe_pipeline::{Backend, Config, Engine, G2Placement, Randomness, Witness};
+use zkpipe_pipeline::{Backend, Config, Engine, G2Placement, ProofCheck, Randomness, Witness};
 
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -33,7 +33,12 @@ fn small() -> (
         r: Scalar::from(3u64),
         s: Scalar::from(5u64),
     };
-    let cpu = Engine::start(Config::default().with_backend(Backend::Cpu)).unwrap();
+    let cpu = Engine::start(
+        Config::default()
+            .with_proof_check(ProofCheck::Off)
+            .with_backend(Backend::Cpu),
+    )
+    .unwrap();
     let want = cpu.submit(&key, w.clone(), fixed).unwrap().wait().unwrap();
     (key, w, fixed, want.to_bytes())
 }
@@ -49,8 +54,16 @@ fn a_module_that_fails_to_load_is_an_error_at_start_and_auto_falls_back_to_the_c
         mode: fault::Mode::Persistent,
         ..Fault::nth_call("cuModuleLoadData", 1, 209)
     });
-    let gpu = Engine::start(Config::default().with_backend(Backend::Gpu));
-    let auto = Engine::start(Config::default().with_backend(Backend::Auto));
+    let gpu = Engine::start(
+        Config::default()
+            .with_proof_check(ProofCheck::Off)
+            .with_backend(Backend::Gpu),
+    );
+    let auto = Engine::start(
+        Config::default()
+            .with_proof_check(ProofCheck::Off)
+            .with_backend(Backend::Auto),
+    );
     fault::disarm();
     match gpu {
         Err(e) => assert!(e.to_string().contains("cuModuleLoadData"), "{e}"),
@@ -72,6 +85,7 @@ fn a_key_that_cannot_be_page_locked_proves_from_pageable_memory() {
     let (key, w, fixed, want) = small();
     let engine = Engine::start(
         Config::default()
+            .with_proof_check(ProofCheck::Off)
             .with_backend(Backend::Gpu)
             .with_g2(G2Placement::Gpu),
     )

@@ -8,7 +8,8 @@ use blstrs::Scalar;
 use zkpipe_cuda::testing::gpu_context;
 use zkpipe_pipeline::testgen::{random_key, random_witness, Shape, WitnessSource};
 use zkpipe_pipeline::{
-    Backend, Config, Engine, G2Placement, OnDeviceFailure, ProveError, Randomness, Scalars,
+    Backend, Config, Engine, G2Placement, OnDeviceFailure, ProofCheck, ProveError, Randomness,
+    Scalars,
 };
 
 const MIB: usize = 1 << 20;
@@ -30,6 +31,7 @@ fn a_job_too_large_for_the_budget_is_an_error_and_the_engine_goes_on() {
     }
     let engine = Engine::start(
         Config::default()
+            .with_proof_check(ProofCheck::Off)
             .with_backend(Backend::Gpu)
             .with_vram_cap(Some(96 << 20))
             .with_vram_margin(0)
@@ -73,7 +75,12 @@ fn a_job_too_large_for_the_budget_is_an_error_and_the_engine_goes_on() {
     let st = engine.shutdown();
     assert_eq!((st.done, st.failed), (1, 1));
     assert!(st.vram_budget_high_water <= 96 << 20);
-    let cpu = Engine::start(Config::default().with_backend(Backend::Cpu)).unwrap();
+    let cpu = Engine::start(
+        Config::default()
+            .with_proof_check(ProofCheck::Off)
+            .with_backend(Backend::Cpu),
+    )
+    .unwrap();
     let want = cpu.submit(&key, w, fixed).unwrap().wait().unwrap();
     assert_eq!(gpu.to_bytes(), want.to_bytes());
 }
@@ -90,12 +97,18 @@ fn a_pinned_key_proves_resident_and_uploaded_per_msm_with_event_timed_stages() {
     let sh = shape(12);
     let key = Arc::new(random_key(&sh, 5).unwrap());
     let w = random_witness(&sh, 6);
-    let cpu = Engine::start(Config::default().with_backend(Backend::Cpu)).unwrap();
+    let cpu = Engine::start(
+        Config::default()
+            .with_proof_check(ProofCheck::Off)
+            .with_backend(Backend::Cpu),
+    )
+    .unwrap();
     let want = cpu.submit(&key, w.clone(), fixed).unwrap().wait().unwrap();
     assert!(!key.is_pinned(), "the CPU engine does not lock memory");
     for resident in [true, false] {
         let engine = Engine::start(
             Config::default()
+                .with_proof_check(ProofCheck::Off)
                 .with_backend(Backend::Gpu)
                 .with_keep_key_resident(resident)
                 .with_g2(G2Placement::Gpu),
@@ -140,11 +153,17 @@ fn h_multiples_with_the_resident_key_give_the_same_proofs() {
     let sh = shape(13);
     let key = Arc::new(random_key(&sh, 21).unwrap());
     let w = random_witness(&sh, 22);
-    let cpu = Engine::start(Config::default().with_backend(Backend::Cpu)).unwrap();
+    let cpu = Engine::start(
+        Config::default()
+            .with_proof_check(ProofCheck::Off)
+            .with_backend(Backend::Cpu),
+    )
+    .unwrap();
     let want = cpu.submit(&key, w.clone(), fixed).unwrap().wait().unwrap();
     for copies in [2, 4, 16] {
         let engine = Engine::start(
             Config::default()
+                .with_proof_check(ProofCheck::Off)
                 .with_backend(Backend::Gpu)
                 .with_key_multiples(copies),
         )
@@ -160,7 +179,12 @@ fn h_multiples_with_the_resident_key_give_the_same_proofs() {
         assert_eq!((st.done, st.failed), (2, 0), "{copies} copies");
         assert_eq!(st.key_h_copies, copies, "{st:?}");
     }
-    let err = Engine::start(Config::default().with_key_multiples(17)).unwrap_err();
+    let err = Engine::start(
+        Config::default()
+            .with_proof_check(ProofCheck::Off)
+            .with_key_multiples(17),
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("key_multiples"), "{err}");
 }
 
@@ -178,6 +202,7 @@ fn an_unpinned_key_still_proves() {
     let w = random_witness(&sh, 8);
     let gpu = Engine::start(
         Config::default()
+            .with_proof_check(ProofCheck::Off)
             .with_backend(Backend::Gpu)
             .with_pin_key(false)
             .with_keep_key_resident(false),
@@ -186,7 +211,12 @@ fn an_unpinned_key_still_proves() {
     let got = gpu.submit(&key, w.clone(), fixed).unwrap().wait().unwrap();
     assert!(!key.is_pinned());
     assert_eq!(gpu.shutdown().key_pinned_bytes, 0);
-    let cpu = Engine::start(Config::default().with_backend(Backend::Cpu)).unwrap();
+    let cpu = Engine::start(
+        Config::default()
+            .with_proof_check(ProofCheck::Off)
+            .with_backend(Backend::Cpu),
+    )
+    .unwrap();
     let want = cpu.submit(&key, w, fixed).unwrap().wait().unwrap();
     assert_eq!(got.to_bytes(), want.to_bytes());
 }
@@ -203,7 +233,12 @@ fn proofs_are_byte_identical_across_backends_caps_and_residency() {
     let sh = shape(20);
     let key = Arc::new(random_key(&sh, 21).unwrap());
     let w = random_witness(&sh, 22);
-    let cpu = Engine::start(Config::default().with_backend(Backend::Cpu)).unwrap();
+    let cpu = Engine::start(
+        Config::default()
+            .with_proof_check(ProofCheck::Off)
+            .with_backend(Backend::Cpu),
+    )
+    .unwrap();
     let want = cpu.submit(&key, w.clone(), fixed).unwrap().wait().unwrap();
     drop(cpu);
     let mut plans = Vec::new();
@@ -220,6 +255,7 @@ fn proofs_are_byte_identical_across_backends_caps_and_residency() {
         for resident in [true, false] {
             let engine = Engine::start(
                 Config::default()
+                    .with_proof_check(ProofCheck::Off)
                     .with_backend(Backend::Gpu)
                     .with_vram_cap(cap)
                     .with_vram_margin(0)
@@ -274,7 +310,12 @@ fn a_kept_witness_proves_as_a_given_one_in_every_plan() {
     let sh = shape(20);
     let key = Arc::new(random_key(&sh, 48).unwrap());
     let source = WitnessSource::new(&sh, 49);
-    let cpu = Engine::start(Config::default().with_backend(Backend::Cpu)).unwrap();
+    let cpu = Engine::start(
+        Config::default()
+            .with_proof_check(ProofCheck::Off)
+            .with_backend(Backend::Cpu),
+    )
+    .unwrap();
     let want = cpu
         .submit(&key, source.witness(), fixed)
         .unwrap()
@@ -297,6 +338,7 @@ fn a_kept_witness_proves_as_a_given_one_in_every_plan() {
         for g2 in [G2Placement::Gpu, G2Placement::Cpu] {
             let engine = Engine::start(
                 Config::default()
+                    .with_proof_check(ProofCheck::Off)
                     .with_backend(Backend::Gpu)
                     .with_vram_cap(cap)
                     .with_vram_margin(0)
@@ -350,6 +392,7 @@ fn a_witness_in_lent_pinned_memory_proves_as_a_pageable_one() {
     for g2 in [G2Placement::Gpu, G2Placement::Cpu] {
         let engine = Engine::start(
             Config::default()
+                .with_proof_check(ProofCheck::Off)
                 .with_backend(Backend::Gpu)
                 .with_pinned_witness(sets)
                 .with_g2(g2),
@@ -395,6 +438,7 @@ fn a_witness_in_lent_pinned_memory_proves_as_a_pageable_one() {
     // Aux room holds the key's aux variables, no more: an error naming the numbers.
     let engine = Engine::start(
         Config::default()
+            .with_proof_check(ProofCheck::Off)
             .with_backend(Backend::Gpu)
             .with_pinned_witness(sets),
     )
@@ -412,6 +456,7 @@ fn a_witness_in_lent_pinned_memory_proves_as_a_pageable_one() {
     // A lend larger than the pool is an error at once, not a wait.
     let small = Engine::start(
         Config::default()
+            .with_proof_check(ProofCheck::Off)
             .with_backend(Backend::Gpu)
             .with_pinned_witness(1 << 20),
     )
@@ -437,7 +482,12 @@ fn keys_of_two_domain_sizes_alternate_on_two_workers_without_a_wait_for_ever() {
         Arc::new(random_key(&big, 44).unwrap()),
     ];
     let witnesses = [random_witness(&small, 45), random_witness(&big, 46)];
-    let cpu = Engine::start(Config::default().with_backend(Backend::Cpu)).unwrap();
+    let cpu = Engine::start(
+        Config::default()
+            .with_proof_check(ProofCheck::Off)
+            .with_backend(Backend::Cpu),
+    )
+    .unwrap();
     let want: Vec<[u8; 192]> = (0..2)
         .map(|i| {
             let job = cpu.submit(&keys[i], witnesses[i].clone(), fixed).unwrap();
@@ -458,6 +508,7 @@ fn keys_of_two_domain_sizes_alternate_on_two_workers_without_a_wait_for_ever() {
             std::thread::spawn(move || {
                 let engine = Engine::start(
                     Config::default()
+                        .with_proof_check(ProofCheck::Off)
                         .with_backend(Backend::Gpu)
                         .with_vram_cap(Some(cap_mib * MIB))
                         .with_vram_margin(0)
@@ -515,6 +566,7 @@ fn a_witness_that_does_not_satisfy_the_circuit_is_an_error_on_the_gpu() {
     let good = random_witness(&sh, 52);
     let engine = Engine::start(
         Config::default()
+            .with_proof_check(ProofCheck::Off)
             .with_backend(Backend::Gpu)
             .with_g2(G2Placement::Gpu),
     )
