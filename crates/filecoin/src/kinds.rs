@@ -551,14 +551,9 @@ fn snap<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
         || EmptySectorUpdateCompound::<Tree>::blank_circuit(vp),
     );
     finish(prover, step, key, partitions, |k| {
-        let circuit = EmptySectorUpdateCompound::<Tree>::circuit(
-            &pub_in,
-            (),
-            &vanilla[k],
-            vp,
-            Some(k),
-        )
-        .map_err(FilecoinError::filecoin("building the SnapDeals circuit"))?;
+        let circuit =
+            EmptySectorUpdateCompound::<Tree>::circuit(&pub_in, (), &vanilla[k], vp, Some(k))
+                .map_err(FilecoinError::filecoin("building the SnapDeals circuit"))?;
         let inputs =
             EmptySectorUpdateCompound::<Tree>::generate_public_inputs(&pub_in, vp, Some(k))
                 .map_err(FilecoinError::filecoin("the SnapDeals public inputs"))?;

@@ -158,8 +158,8 @@ impl ParamsCache {
                 };
                 (
                     read.map_err(|source| FilecoinError::Params {
-                    source: Box::new(source),
-                })?,
+                        source: Box::new(source),
+                    })?,
                     trust,
                 )
             }
