@@ -7,7 +7,9 @@ mod common;
 use common::{engine, fixed, params_dir, prover, scratch};
 use filecoin_proofs_api::{post, seal, update, SectorId};
 use zkpipe_filecoin::gen::{self, SectorData};
-use zkpipe_filecoin::{FilecoinError, PoRepC2, Request, WindowPoSt};
+use zkpipe_filecoin::{
+    FilecoinError, ParamsCache, PoRepC2, ProveOptions, Prover, Request, WindowPoSt,
+};
 
 const KIB2: u64 = 2048;
 
@@ -213,7 +215,7 @@ fn window_post_2kib_whole_and_one_partition_are_accepted_and_equal_bellperson() 
     let mut other = request.clone();
     other.randomness[0] ^= 1;
     let p = prover();
-    let key = p.key(&Request::WindowPoSt(other.clone())).expect("key");
+    let key = p.key(&Request::WindowPoSt(request.clone())).expect("key");
     let e = p
         .prove(&engine(&key), &Request::WindowPoSt(other))
         .unwrap_err();
@@ -239,11 +241,28 @@ fn winning_post_2kib_is_accepted_and_equals_bellperson() {
     let n = bad.vanilla_proofs[0].len();
     bad.vanilla_proofs[0].truncate(n / 2);
     let p = prover();
-    let key = p.key(&Request::WinningPoSt(request)).expect("key");
-    let e = p
-        .prove(&engine(&key), &Request::WinningPoSt(bad))
-        .unwrap_err();
+    let key = p.key(&Request::WinningPoSt(request.clone())).expect("key");
+    let engine = engine(&key);
+    let e = p.prove(&engine, &Request::WinningPoSt(bad)).unwrap_err();
     assert!(matches!(e, FilecoinError::Vanilla { index: 0, .. }), "{e}");
+
+    // A parameter file of another circuit under this circuit's name: refused, naming the file.
+    let foreign = scratch("foreign-params");
+    let name = key.path.file_name().unwrap().to_str().unwrap();
+    let id = name["v28-".len()..name.len() - ".params".len()].to_string();
+    ParamsCache::new(&foreign)
+        .key(id, KIB2, || zkpipe_bellperson::circuits::Cube { x: None })
+        .expect("a cube's parameters under the WinningPoSt name");
+    let other = Prover::new(ParamsCache::new(&foreign), ProveOptions::default());
+    let e = other
+        .prove(&engine, &Request::WinningPoSt(request))
+        .unwrap_err();
+    assert!(
+        matches!(e, FilecoinError::ParamsOfOtherCircuit { .. }),
+        "{e}"
+    );
+    assert!(e.is_bad_input());
+    let _ = std::fs::remove_dir_all(foreign);
     let _ = std::fs::remove_dir_all(dir);
 }
 

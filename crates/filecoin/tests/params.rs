@@ -1,0 +1,101 @@
+//! Parameter files where operators keep them: a missing production file is named (never
+//! generated), a published file with another digest is refused as damaged, a test file is
+//! generated once and then read by its recorded digest, and a damaged or truncated test file is
+//! an error naming it, never a key.
+
+mod common;
+
+use std::path::PathBuf;
+
+use storage_proofs_core::parameter_cache::PARAMETERS;
+use zkpipe_bellperson::circuits::Cube;
+use zkpipe_filecoin::{FilecoinError, ParamsCache, Trust};
+
+const GIB32: u64 = 32 << 30;
+
+fn dir(name: &str) -> PathBuf {
+    common::scratch(&format!("params-{name}"))
+}
+
+/// The circuit id of a published 32 GiB parameter file (its name without `v28-` and `.params`).
+fn published_32gib_id() -> String {
+    let name = PARAMETERS
+        .iter()
+        .find(|(name, d)| d.sector_size == GIB32 && name.ends_with(".params"))
+        .map(|(name, _)| name.clone())
+        .expect("filecoin-proofs publishes 32 GiB parameters");
+    name["v28-".len()..name.len() - ".params".len()].to_string()
+}
+
+#[test]
+fn a_missing_production_file_is_named_and_never_generated() {
+    let d = dir("missing");
+    let cache = ParamsCache::new(&d);
+    let id = published_32gib_id();
+    let e = cache
+        .key(id.clone(), GIB32, || Cube { x: None })
+        .unwrap_err();
+    match &e {
+        FilecoinError::ParamsMissing { path, .. } => {
+            assert!(path.ends_with(format!("v28-{id}.params")), "{e}")
+        }
+        other => panic!("expected ParamsMissing, got {other}"),
+    }
+    assert!(e.is_bad_input());
+    assert!(
+        !d.join(format!("v28-{id}.params")).exists(),
+        "nothing generated"
+    );
+}
+
+#[test]
+fn a_published_file_with_another_digest_is_refused_as_damaged() {
+    let d = dir("damaged");
+    let id = published_32gib_id();
+    std::fs::write(d.join(format!("v28-{id}.params")), b"not the trusted setup").unwrap();
+    let e = ParamsCache::new(&d)
+        .key(id, GIB32, || Cube { x: None })
+        .unwrap_err();
+    assert!(matches!(e, FilecoinError::ParamsDamaged { .. }), "{e}");
+}
+
+#[test]
+fn test_parameters_are_generated_once_then_read_by_their_digest_and_damage_is_caught() {
+    let d = dir("generated");
+    let id = "zkpipe-test-cube".to_string();
+    let first = ParamsCache::new(&d)
+        .key(id.clone(), 2048, || Cube { x: None })
+        .expect("generated");
+    assert_eq!(first.trust, Trust::GeneratedHere);
+    assert!(first.generated_ms > 0.0);
+    for ext in ["params", "vk", "meta", "zkpipe-digest"] {
+        assert!(d.join(format!("v28-{id}.{ext}")).exists(), "{ext} written");
+    }
+
+    // A second process (a new cache) reads the file by its recorded digest.
+    let second = ParamsCache::new(&d)
+        .key(id.clone(), 2048, || Cube { x: None })
+        .expect("read");
+    assert_eq!(second.trust, Trust::RecordedDigest);
+    assert_eq!(second.generated_ms, 0.0);
+    assert_eq!(second.key.vk(), first.key.vk(), "the same parameters");
+
+    // Resident: the same cache gives the same key without reading it again.
+    let cache = ParamsCache::new(&d);
+    let a = cache.key(id.clone(), 2048, || Cube { x: None }).unwrap();
+    let b = cache.key(id.clone(), 2048, || Cube { x: None }).unwrap();
+    assert!(std::sync::Arc::ptr_eq(&a.key, &b.key));
+    assert_eq!(b.read_ms, 0.0);
+
+    // Truncated: the digest no longer matches, every point is read checked, and the reader
+    // names the file and where it ends short.
+    let path = d.join(format!("v28-{id}.params"));
+    let len = std::fs::metadata(&path).unwrap().len();
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.set_len(len - 100).unwrap();
+    let e = ParamsCache::new(&d)
+        .key(id, 2048, || Cube { x: None })
+        .unwrap_err();
+    assert!(matches!(e, FilecoinError::Params { .. }), "{e}");
+    assert!(e.to_string().contains("v28-zkpipe-test-cube.params"), "{e}");
+}
