@@ -1,7 +1,7 @@
 //! Proofs, their bellperson encoding, and verification.
 
 use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Prepared, Scalar};
-use group::Curve;
+use group::{Curve, Group};
 use pairing::{MillerLoopResult, MultiMillerLoop};
 
 use crate::{ProveError, VerifyingKey};
@@ -95,8 +95,7 @@ pub fn verify(
             got: inputs.len(),
         });
     }
-    let bases: Vec<G1Projective> = ic[1..].iter().map(G1Projective::from).collect();
-    let acc = (G1Projective::from(ic[0]) + G1Projective::multi_exp(&bases, inputs)).to_affine();
+    let acc = (G1Projective::from(ic[0]) + input_sum(&ic[1..], inputs)).to_affine();
     let b = G2Prepared::from(proof.b);
     let ml = Bls12::multi_miller_loop(&[
         (&proof.a, &b),
@@ -104,6 +103,15 @@ pub fn verify(
         (&proof.c, &pvk.neg_delta),
     ]);
     Ok(ml.final_exponentiation() == pvk.alpha_beta)
+}
+
+/// Σ x_i · IC_i, by blst's multi-exponentiation (which takes no empty input).
+fn input_sum(ic: &[G1Affine], inputs: &[Scalar]) -> G1Projective {
+    if inputs.is_empty() {
+        return G1Projective::identity();
+    }
+    let bases: Vec<G1Projective> = ic.iter().map(G1Projective::from).collect();
+    G1Projective::multi_exp(&bases, inputs)
 }
 
 /// Why a proof the engine made failed its check before it was returned.
@@ -148,4 +156,35 @@ pub fn check(
         true => Ok(()),
         false => Err(ProofFault::Pairing),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use blstrs::G2Projective;
+
+    #[test]
+    fn a_key_without_public_inputs_checks_without_panicking() {
+        let g1 = G1Projective::generator().to_affine();
+        let g2 = G2Projective::generator().to_affine();
+        let vk = VerifyingKey {
+            alpha_g1: g1,
+            beta_g1: g1,
+            beta_g2: g2,
+            gamma_g2: g2,
+            delta_g1: g1,
+            delta_g2: g2,
+            ic: vec![g1],
+        };
+        let pvk = PreparedVerifyingKey::new(&vk).unwrap();
+        let proof = Proof {
+            a: g1,
+            b: g2,
+            c: g1,
+        };
+        // e(g, g) = e(g, g) · e(g, -g) · e(g, -g) does not hold: a pairing fault, not a panic.
+        assert_eq!(check(&pvk, &proof, &[]).unwrap(), Err(ProofFault::Pairing));
+        // A wrong number of inputs is a shape error.
+        assert!(check(&pvk, &proof, &[Scalar::from(1u64)]).is_err());
+    }
 }
