@@ -113,6 +113,15 @@ pub(crate) fn prove(
     }
 }
 
+/// Runs a step of filecoin-proofs' code: its error keeps anyhow's type, a panic is caught;
+/// either names the step.
+fn run_step<T>(
+    what: &'static str,
+    f: impl FnOnce() -> anyhow::Result<T>,
+) -> Result<T, FilecoinError> {
+    catch(what, None, f)?.map_err(FilecoinError::filecoin(what))
+}
+
 /// The key (read through the prover's parameter cache), then for [`Step::Prove`] the proof
 /// of `count` partitions, `make(k)` building partition k's circuit.
 fn finish<C, F>(
@@ -419,19 +428,17 @@ fn window_post<Tree: 'static + MerkleTreeTrait>(
     let vp = &pub_params.vanilla_params;
     let (partitioned, verifier_in) = match r.partition {
         None => (
-            catch("partitioning the vanilla proofs", None, || {
+            run_step("partitioning the vanilla proofs", || {
                 partition_vanilla_proofs(&config, vp, &pub_in, partitions, &vanilla)
-            })?
-            .map_err(FilecoinError::filecoin("partitioning the vanilla proofs"))?,
+            })?,
             Some(&pub_in),
         ),
         // One partition's proof: its public inputs depend on where the partition stands among
         // all sectors, which the request does not hold; the engine's check still verifies it.
         Some(_) => (
-            vec![catch("the partition's vanilla proofs", None, || {
+            vec![run_step("the partition's vanilla proofs", || {
                 single_partition_vanilla_proofs(&config, vp, &pub_in, &vanilla)
-            })?
-            .map_err(FilecoinError::filecoin("the partition's vanilla proofs"))?],
+            })?],
             None,
         ),
     };
@@ -468,10 +475,9 @@ fn winning_post<Tree: 'static + MerkleTreeTrait>(
     let pub_params = FallbackPoStCompound::<Tree>::setup(&setup)
         .map_err(FilecoinError::filecoin("WinningPoSt public parameters"))?;
     let pub_in = post_inputs(&r.randomness, &r.prover_id, &vanilla, None)?;
-    let partitioned = catch("partitioning the vanilla proofs", None, || {
+    let partitioned = run_step("partitioning the vanilla proofs", || {
         partition_vanilla_proofs(&config, &pub_params.vanilla_params, &pub_in, 1, &vanilla)
-    })?
-    .map_err(FilecoinError::filecoin("partitioning the vanilla proofs"))?;
+    })?;
     // The verifier's public inputs name the challenged sectors once for each of the circuit's
     // sector slots.
     let slots = pub_params.vanilla_params.sector_count;
