@@ -10,6 +10,7 @@ use zkpipe_filecoin::gen::{self, SectorData};
 use zkpipe_filecoin::request::{self, parse_hex32};
 use zkpipe_filecoin::{
     witness_bytes, FilecoinError, ParamsCache, PoRepC2, ProofOutput, ProveOptions, Prover, Request,
+    Retry,
 };
 use zkpipe_pipeline::{Backend, Config, Engine, G2Placement, Randomness};
 
@@ -119,9 +120,20 @@ pub struct Common {
     /// parameter directory).
     #[arg(long)]
     verify: bool,
+    /// Where a partition whose proof failed the engine's check is proved again: engine (the
+    /// next free worker or device) or cpu (an engine of the CPU's own).
+    #[arg(long, value_enum, default_value_t = RetryOn::Engine)]
+    retry: RetryOn,
     /// Print JSON instead of text at the end.
     #[arg(long)]
     json: bool,
+}
+
+/// `--retry`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum RetryOn {
+    Engine,
+    Cpu,
 }
 
 fn parse_sector_size(s: &str) -> Result<u64, String> {
@@ -207,6 +219,10 @@ fn prove(request: &Request, c: &Common) -> Result<(), Failure> {
         randomness: match fixed {
             Some((r, s)) => Randomness::Fixed { r, s },
             None => Randomness::Random,
+        },
+        retry: match c.retry {
+            RetryOn::Engine => Retry::Engine,
+            RetryOn::Cpu => Retry::Cpu,
         },
     };
     let prover = Prover::new(ParamsCache::new(&dir), options);

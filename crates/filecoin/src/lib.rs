@@ -46,7 +46,7 @@ use std::path::PathBuf;
 
 pub use params::{LoadedKey, ParamsCache, Trust};
 pub use prover::{
-    witness_bytes, PartitionReport, ProofOutput, ProveOptions, Prover, ReferenceOutput,
+    witness_bytes, PartitionReport, ProofOutput, ProveOptions, Prover, ReferenceOutput, Retry,
 };
 pub use request::{PoRepC2, Request, SnapUpdate, WindowPoSt, WinningPoSt};
 

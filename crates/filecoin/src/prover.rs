@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use bellperson::Circuit;
 use blstrs::Scalar;
 use crossbeam::channel;
-use zkpipe_pipeline::{Engine, JobHandle, JobReport, Proof, ProveError, ProvingKey, Randomness};
+use zkpipe_pipeline::{
+    Backend, Config, Engine, JobHandle, JobReport, Proof, ProveError, ProvingKey, Randomness,
+};
 
 use crate::{catch, FilecoinError, LoadedKey, ParamsCache, Request};
 
@@ -24,6 +26,21 @@ pub struct ProveOptions {
     pub synthesis_threads: usize,
     /// The randomness of every partition's proof. Default: random.
     pub randomness: Randomness,
+    /// Where a partition whose proof the engine's check refused is proved once more.
+    pub retry: Retry,
+}
+
+/// Where a partition whose proof failed the engine's check is proved again (once; a second
+/// refusal is the partition's error).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Retry {
+    /// The same engine: the next free worker, on another device where the engine has several.
+    /// Default.
+    #[default]
+    Engine,
+    /// An engine of the CPU's own, started for the retry (minutes for a 2^27 partition, but no
+    /// device in it).
+    Cpu,
 }
 
 impl Default for ProveOptions {
@@ -31,6 +48,7 @@ impl Default for ProveOptions {
         Self {
             synthesis_threads: 2,
             randomness: Randomness::Random,
+            retry: Retry::Engine,
         }
     }
 }
@@ -295,8 +313,21 @@ impl Prover {
         } = s;
         let (result, retried) = match handle.wait_report() {
             Err(e @ ProveError::ProofRejected { .. }) => {
-                tracing::warn!(partition = k, error = %e, "a partition proof failed its check: proving it again");
-                let again = self.submit(engine, key, k, make)?;
+                tracing::warn!(partition = k, error = %e, retry = ?self.options.retry, "a partition proof failed its check: proving it again");
+                let cpu;
+                let retry_engine = match self.options.retry {
+                    Retry::Engine => engine,
+                    Retry::Cpu => {
+                        cpu = Engine::start(Config::default().with_backend(Backend::Cpu)).map_err(
+                            |source| FilecoinError::Prove {
+                                partition: k,
+                                source,
+                            },
+                        )?;
+                        &cpu
+                    }
+                };
+                let again = self.submit(retry_engine, key, k, make)?;
                 synthesis_ms += again.synthesis_ms;
                 (again.handle.wait_report(), true)
             }
