@@ -45,6 +45,14 @@ pub enum ProveError {
     /// The device failed.
     #[error("device {device}: {message}")]
     Device { device: usize, message: String },
+    /// A GPU engine (`Backend::Gpu`) found no CUDA device.
+    #[error(
+        "no CUDA device found (Backend::Gpu needs one; Backend::Auto runs on the CPU without)"
+    )]
+    NoDevice,
+    /// An engine thread could not be started.
+    #[error("an engine thread could not be started: {source}")]
+    Thread { source: std::io::Error },
     /// A job that the device's VRAM budget can never hold, even in its smallest plan.
     #[error("job needs {needed} bytes of device memory in its smallest plan; device {device} leaves {capacity} bytes of its VRAM budget to jobs (the rest holds a resident key and the workers' NTT tables)")]
     TooLargeForDevice {
@@ -113,34 +121,25 @@ pub enum ProveError {
     /// The proof the job made failed the check every proof gets before it is returned
     /// ([`crate::Config::proof_check`]): the bytes are withheld.
     #[error("job {job}: the proof failed its check against the key and the public inputs ({fault}); it was not returned")]
-    ProofRejected {
-        job: u64,
-        fault: crate::proof::ProofFault,
-    },
+    ProofRejected { job: u64, fault: ProofFault },
     /// The job queue stayed full for the whole wait of [`crate::Engine::submit_timeout`].
     #[error("the job queue stayed full for {waited_ms} ms; job not accepted")]
     QueueFull { waited_ms: u128 },
 }
 
-/// A job [`crate::Engine::submit_timeout`] did not accept, with its witness handed back.
-#[derive(Debug)]
-pub struct Refused {
-    /// Why.
-    pub error: ProveError,
-    /// The witness, unused.
-    pub witness: Box<crate::Witness>,
-}
-
-impl std::fmt::Display for Refused {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.error.fmt(f)
-    }
-}
-
-impl std::error::Error for Refused {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.error)
-    }
+/// Why a proof the engine made failed its check before it was returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProofFault {
+    /// A point of the proof off its curve.
+    #[error("{part} is not on the curve")]
+    NotOnCurve { part: &'static str },
+    /// A point of the proof on its curve, outside the prime-order subgroup.
+    #[error("{part} is not in the prime-order subgroup")]
+    NotInSubgroup { part: &'static str },
+    /// The points are sound and the pairing equation does not hold.
+    #[error("the pairing check e(A, B) = e(alpha, beta) · e(IC(x), gamma) · e(C, delta) fails")]
+    Pairing,
 }
 
 impl ProveError {
@@ -156,6 +155,8 @@ impl ProveError {
             ProveError::Ntt(_) => "Ntt",
             ProveError::Msm { .. } => "Msm",
             ProveError::Device { .. } => "Device",
+            ProveError::NoDevice => "NoDevice",
+            ProveError::Thread { .. } => "Thread",
             ProveError::TooLargeForDevice { .. } => "TooLargeForDevice",
             ProveError::DeviceMemoryHeld { .. } => "DeviceMemoryHeld",
             ProveError::DeviceQuarantined { .. } => "DeviceQuarantined",

@@ -3,12 +3,11 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use blstrs::{G1Affine, G2Affine};
+use blstrs::{G1Affine, G2Affine, G2Prepared};
 use group::prime::PrimeCurveAffine;
 use zkpipe_cuda::Context;
 use zkpipe_msm::{Bases, MsmError, Point};
 
-use crate::proof::PreparedVerifyingKey;
 use crate::ProveError;
 
 /// The verifying key (bellperson's layout).
@@ -212,8 +211,7 @@ impl ProvingKey {
     }
 
     /// The bases of a G1 witness query.
-    pub(crate) fn g1_query(&self, q: crate::prover::G1Query) -> &Bases<G1Affine> {
-        use crate::prover::G1Query;
+    pub(crate) fn g1_query(&self, q: G1Query) -> &Bases<G1Affine> {
         match q {
             G1Query::L => &self.l,
             G1Query::A => &self.a,
@@ -265,5 +263,80 @@ impl ProvingKey {
         let g1 = std::mem::size_of::<G1Affine>();
         let g2 = std::mem::size_of::<G2Affine>();
         (self.h.len() + self.l.len() + self.a.len() + self.b_g1.len()) * g1 + self.b_g2.len() * g2
+    }
+}
+
+/// A verifying key with its G2 points prepared for the Miller loop.
+#[derive(Debug)]
+pub struct PreparedVerifyingKey {
+    pub(crate) vk: VerifyingKey,
+    pub(crate) neg_gamma: G2Prepared,
+    pub(crate) neg_delta: G2Prepared,
+    pub(crate) alpha_beta: blstrs::Gt,
+}
+
+impl PreparedVerifyingKey {
+    /// Prepares `vk` after checking it: every point on the curve and in the subgroup, and
+    /// delta and gamma not the identity (either would let anyone forge proofs).
+    pub fn new(vk: &VerifyingKey) -> Result<Self, ProveError> {
+        check_verifying_key(vk)?;
+        Ok(Self::new_unchecked(vk))
+    }
+
+    /// Prepares `vk` as it is (a key checked before).
+    pub fn new_unchecked(vk: &VerifyingKey) -> Self {
+        Self {
+            neg_gamma: G2Prepared::from(-vk.gamma_g2),
+            neg_delta: G2Prepared::from(-vk.delta_g2),
+            alpha_beta: blstrs::pairing(&vk.alpha_g1, &vk.beta_g2),
+            vk: vk.clone(),
+        }
+    }
+}
+
+/// The queries whose scalars are the assignment z (the H query's are h's coefficients).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WitnessQuery {
+    /// aux · l (G1).
+    L,
+    /// z · a over A's density (G1).
+    A,
+    /// z · b_g1 over B's density (G1).
+    B1,
+    /// z · b_g2 over B's density (G2).
+    B2,
+}
+
+/// The witness queries in G1, in the order the prover sums them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum G1Query {
+    L,
+    A,
+    B1,
+}
+
+impl G1Query {
+    /// All three.
+    pub const ALL: [G1Query; 3] = [G1Query::L, G1Query::A, G1Query::B1];
+
+    /// The query among all witness queries.
+    pub fn query(self) -> WitnessQuery {
+        match self {
+            G1Query::L => WitnessQuery::L,
+            G1Query::A => WitnessQuery::A,
+            G1Query::B1 => WitnessQuery::B1,
+        }
+    }
+}
+
+impl WitnessQuery {
+    /// The query's name in errors and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            WitnessQuery::L => "l",
+            WitnessQuery::A => "a",
+            WitnessQuery::B1 => "b_g1",
+            WitnessQuery::B2 => "b_g2",
+        }
     }
 }

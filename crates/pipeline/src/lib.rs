@@ -32,29 +32,28 @@
 //! ```
 
 mod clock;
-mod config_file;
+mod config;
+mod device;
 mod engine;
 mod error;
-mod gpu;
+mod g1;
 mod key;
 mod metrics;
 mod params;
 mod plan;
 mod proof;
-pub mod prover;
+mod prover;
 mod stats;
 pub mod testgen;
 mod witness;
 
-pub use config_file::parse_bytes;
-pub use engine::{
-    Backend, Config, Engine, G2Placement, JobHandle, OnDeviceFailure, ProofCheck, Quarantine,
-    Randomness, CONFIG_MAX,
-};
-pub use error::{ProveError, Refused};
-pub use key::{KeyParts, ProvingKey, VerifyingKey};
+pub use config::file::parse_bytes;
+pub use config::{Backend, Config, G2Placement, OnDeviceFailure, ProofCheck, CONFIG_MAX};
+pub use engine::{Engine, JobHandle, Quarantine, Randomness, Refused};
+pub use error::{ProofFault, ProveError};
+pub use key::{KeyParts, PreparedVerifyingKey, ProvingKey, VerifyingKey};
 pub use params::{read_params, read_params_unchecked, ParamsError, PointProblem};
-pub use proof::{check, verify, PreparedVerifyingKey, Proof, ProofFault, PROOF_BYTES};
+pub use proof::{check, verify, Proof, PROOF_BYTES};
 #[cfg(feature = "fault-injection")]
 pub mod inject;
 pub use stats::{EngineStats, JobReport};

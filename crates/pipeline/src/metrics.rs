@@ -2,60 +2,9 @@
 //! state, the queue's depth, histograms of each stage's device milliseconds, upload bytes and
 //! speed, VRAM and pinned memory in use and at their high-water marks, quarantined devices.
 
-use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::sync::Mutex;
 
-use crate::EngineStats;
-
-/// Upper bounds (ms) of the device-time histograms' buckets.
-pub(crate) const BUCKETS_MS: [f64; 12] = [
-    1.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0,
-];
-
-/// One histogram: counts per bucket (cumulative when written), the sum and the count.
-#[derive(Debug, Default, Clone)]
-struct Histogram {
-    buckets: [u64; BUCKETS_MS.len()],
-    sum: f64,
-    count: u64,
-}
-
-impl Histogram {
-    fn observe(&mut self, ms: f64) {
-        if let Some(i) = BUCKETS_MS.iter().position(|&b| ms <= b) {
-            self.buckets[i] += 1;
-        }
-        self.sum += ms;
-        self.count += 1;
-    }
-}
-
-/// Device milliseconds per stage, observed job by job.
-#[derive(Debug, Default)]
-pub(crate) struct StageHistograms {
-    stages: Mutex<BTreeMap<&'static str, Histogram>>,
-}
-
-impl StageHistograms {
-    /// Adds a job's stages (and its whole device span, as stage `job`).
-    pub fn observe(&self, device_ms: &[(&'static str, f64)], span_ms: f64) {
-        let mut s = self.stages.lock().unwrap_or_else(|p| p.into_inner());
-        for &(stage, ms) in device_ms {
-            s.entry(stage).or_default().observe(ms);
-        }
-        if span_ms > 0.0 {
-            s.entry("job").or_default().observe(span_ms);
-        }
-    }
-
-    fn snapshot(&self) -> BTreeMap<&'static str, Histogram> {
-        self.stages
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-}
+use crate::stats::{EngineStats, StageHistograms, BUCKETS_MS};
 
 /// What the text is made from: the stats, the queue's depth, the histograms.
 pub(crate) fn render(st: &EngineStats, queued: u64, stages: &StageHistograms) -> String {

@@ -4,7 +4,8 @@ use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Prepared, Scalar};
 use group::{Curve, Group};
 use pairing::{MillerLoopResult, MultiMillerLoop};
 
-use crate::{ProveError, VerifyingKey};
+use crate::error::{ProofFault, ProveError};
+use crate::key::PreparedVerifyingKey;
 
 /// A Groth16 proof.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,34 +53,6 @@ impl Proof {
     }
 }
 
-/// A verifying key with its G2 points prepared for the Miller loop.
-#[derive(Debug)]
-pub struct PreparedVerifyingKey {
-    vk: VerifyingKey,
-    neg_gamma: G2Prepared,
-    neg_delta: G2Prepared,
-    alpha_beta: blstrs::Gt,
-}
-
-impl PreparedVerifyingKey {
-    /// Prepares `vk` after checking it: every point on the curve and in the subgroup, and
-    /// delta and gamma not the identity (either would let anyone forge proofs).
-    pub fn new(vk: &VerifyingKey) -> Result<Self, ProveError> {
-        crate::key::check_verifying_key(vk)?;
-        Ok(Self::new_unchecked(vk))
-    }
-
-    /// Prepares `vk` as it is (a key checked before).
-    pub fn new_unchecked(vk: &VerifyingKey) -> Self {
-        Self {
-            neg_gamma: G2Prepared::from(-vk.gamma_g2),
-            neg_delta: G2Prepared::from(-vk.delta_g2),
-            alpha_beta: blstrs::pairing(&vk.alpha_g1, &vk.beta_g2),
-            vk: vk.clone(),
-        }
-    }
-}
-
 /// Checks e(A, B) = e(alpha, beta) · e(sum x_i · IC_i, gamma) · e(C, delta). `inputs` are the
 /// public inputs without the constant one.
 pub fn verify(
@@ -114,21 +87,6 @@ fn input_sum(ic: &[G1Affine], inputs: &[Scalar]) -> G1Projective {
     G1Projective::multi_exp(&bases, inputs)
 }
 
-/// Why a proof the engine made failed its check before it was returned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ProofFault {
-    /// A point of the proof off its curve.
-    #[error("{part} is not on the curve")]
-    NotOnCurve { part: &'static str },
-    /// A point of the proof on its curve, outside the prime-order subgroup.
-    #[error("{part} is not in the prime-order subgroup")]
-    NotInSubgroup { part: &'static str },
-    /// The points are sound and the pairing equation does not hold.
-    #[error("the pairing check e(A, B) = e(alpha, beta) · e(IC(x), gamma) · e(C, delta) fails")]
-    Pairing,
-}
-
 /// The check the engine runs on every proof it made before returning it: A, B and C on their
 /// curves and in the subgroup, then [`verify`] against the job's key and public inputs
 /// (without the constant one).
@@ -161,6 +119,7 @@ pub fn check(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::VerifyingKey;
     use blstrs::G2Projective;
 
     #[test]

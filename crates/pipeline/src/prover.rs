@@ -1,6 +1,7 @@
-//! The Groth16 prover's steps over any NTT and MSM implementation (DESIGN.md, Groth16
-//! prover): the H polynomial, the G1 MSMs, the G2 MSM and the assembly. The engine runs them
-//! as pipeline stages; [`prove`] runs them in one call.
+//! The Groth16 prover's steps over any NTT and MSM implementation: the H polynomial, the G1
+//! MSMs, the G2 MSM and the assembly (ARCHITECTURE.md, "The Groth16 steps"). The CPU backend
+//! (the CPU backend of the G1 stage) and the G2 stage run them; the GPU backend runs its own kernels
+//! for the first two and shares the assembly.
 
 use blstrs::{G1Projective, G2Projective, Scalar};
 use ff::Field;
@@ -11,6 +12,7 @@ use zkpipe_ntt::Ntt;
 
 use zkpipe_field::{cast, Fr};
 
+pub(crate) use crate::key::{G1Query, WitnessQuery};
 use crate::{Proof, ProveError, ProvingKey, Scalars, Witness};
 
 /// The scalars and bitmaps of the MSMs, taken from a witness: z = inputs then aux, as
@@ -54,11 +56,6 @@ impl Assignment {
         self.input.len() + self.aux.len()
     }
 
-    /// True when z has no variables.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// z as one vector (written by many threads).
     pub fn z(&self) -> Vec<Scalar> {
         let mut z = Vec::with_capacity(self.len());
@@ -81,53 +78,6 @@ impl Assignment {
                 .concat(&Density::all(self.aux.len())),
             WitnessQuery::A => self.a_density.clone(),
             WitnessQuery::B1 | WitnessQuery::B2 => self.b_density.clone(),
-        }
-    }
-}
-
-/// The queries whose scalars are the assignment z (the H query's are h's coefficients).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum WitnessQuery {
-    /// aux · l (G1).
-    L,
-    /// z · a over A's density (G1).
-    A,
-    /// z · b_g1 over B's density (G1).
-    B1,
-    /// z · b_g2 over B's density (G2).
-    B2,
-}
-
-/// The witness queries in G1, in the order the prover sums them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum G1Query {
-    L,
-    A,
-    B1,
-}
-
-impl G1Query {
-    /// All three.
-    pub const ALL: [G1Query; 3] = [G1Query::L, G1Query::A, G1Query::B1];
-
-    /// The query among all witness queries.
-    pub fn query(self) -> WitnessQuery {
-        match self {
-            G1Query::L => WitnessQuery::L,
-            G1Query::A => WitnessQuery::A,
-            G1Query::B1 => WitnessQuery::B1,
-        }
-    }
-}
-
-impl WitnessQuery {
-    /// The query's name in errors and logs.
-    pub fn name(self) -> &'static str {
-        match self {
-            WitnessQuery::L => "l",
-            WitnessQuery::A => "a",
-            WitnessQuery::B1 => "b_g1",
-            WitnessQuery::B2 => "b_g2",
         }
     }
 }
@@ -245,25 +195,4 @@ pub fn assemble(key: &ProvingKey, g1: &G1Parts, b2: G2Projective, r: Scalar, s: 
         b: b.to_affine(),
         c: c.to_affine(),
     }
-}
-
-/// One proof, every step in this thread: `ntt` and `msm` for the H step and G1 MSMs, `g2`
-/// for B2.
-pub fn prove(
-    ntt: &dyn Ntt,
-    msm: &dyn Msm,
-    g2: &dyn Msm,
-    key: &ProvingKey,
-    mut w: Witness,
-    r: Scalar,
-    s: Scalar,
-) -> Result<Proof, ProveError> {
-    w.check(key)?;
-    let z = Assignment::take(&mut w);
-    let n = key.domain_size();
-    let h = h_coefficients(ntt, n, w.a.into_vec(), w.b.into_vec(), w.c.into_vec())?;
-    let g1 = g1_msms(msm, key, &h, &z)?;
-    drop(h);
-    let b2 = g2_msm(g2, key, &z)?;
-    Ok(assemble(key, &g1, b2, r, s))
 }

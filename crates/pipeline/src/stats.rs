@@ -1,6 +1,8 @@
 //! Counters the engine keeps, readable while it runs.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// Live counters (shared by the engine's threads).
@@ -17,7 +19,7 @@ pub(crate) struct Counters {
     /// Jobs a worker of a quarantined device put back for another device.
     pub moved: AtomicU64,
     /// Each stage's device milliseconds, job by job.
-    pub stages: crate::metrics::StageHistograms,
+    pub stages: StageHistograms,
     pub h_ns: AtomicU64,
     pub g1_ns: AtomicU64,
     pub g2_ns: AtomicU64,
@@ -180,4 +182,53 @@ pub struct EngineStats {
     pub vram_kept: usize,
     /// Pinned staging and lent witness memory handed out now (summed over devices).
     pub pinned_in_use: usize,
+}
+
+/// Upper bounds (ms) of the device-time histograms' buckets.
+pub(crate) const BUCKETS_MS: [f64; 12] = [
+    1.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0,
+];
+
+/// One histogram: counts per bucket (cumulative when written), the sum and the count.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Histogram {
+    pub buckets: [u64; BUCKETS_MS.len()],
+    pub sum: f64,
+    pub count: u64,
+}
+
+impl Histogram {
+    fn observe(&mut self, ms: f64) {
+        if let Some(i) = BUCKETS_MS.iter().position(|&b| ms <= b) {
+            self.buckets[i] += 1;
+        }
+        self.sum += ms;
+        self.count += 1;
+    }
+}
+
+/// Device milliseconds per stage, observed job by job.
+#[derive(Debug, Default)]
+pub(crate) struct StageHistograms {
+    stages: Mutex<BTreeMap<&'static str, Histogram>>,
+}
+
+impl StageHistograms {
+    /// Adds a job's stages (and its whole device span, as stage `job`).
+    pub fn observe(&self, device_ms: &[(&'static str, f64)], span_ms: f64) {
+        let mut s = self.stages.lock().unwrap_or_else(|p| p.into_inner());
+        for &(stage, ms) in device_ms {
+            s.entry(stage).or_default().observe(ms);
+        }
+        if span_ms > 0.0 {
+            s.entry("job").or_default().observe(span_ms);
+        }
+    }
+
+    pub fn snapshot(&self) -> BTreeMap<&'static str, Histogram> {
+        self.stages
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
 }

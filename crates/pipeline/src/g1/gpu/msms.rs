@@ -11,19 +11,75 @@ use zkpipe_msm::{
     Ticket, G1, G2,
 };
 
-use super::{GpuWorker, ResidentKey};
+use super::GpuWorker;
 use crate::clock::StageClock;
+use crate::device::memory::{Batches, ResidentKey};
 use crate::prover::{G1Parts, G1Query, WitnessQuery};
 use crate::{ProveError, ProvingKey};
+
+/// The split witness on the device: its tail and the queries' bitmaps.
+pub(super) struct StagedWitness {
+    pub split: DeviceSplit,
+    /// Bitmaps of L, A and B (B1 and B2 share B's).
+    pub queries: [DeviceQuery; 3],
+}
+
+impl StagedWitness {
+    /// The bitmaps `q` sums over.
+    fn query(&self, q: WitnessQuery) -> &DeviceQuery {
+        match q {
+            WitnessQuery::L => &self.queries[0],
+            WitnessQuery::A => &self.queries[1],
+            WitnessQuery::B1 | WitnessQuery::B2 => &self.queries[2],
+        }
+    }
+}
+
+/// One MSM's results in pinned memory and its ticket among them.
+struct Pending<C: GpuCurve> {
+    results: MsmResults<C>,
+    ticket: Ticket,
+}
+
+/// The witness queries' sums in pinned memory: G1's batch with L, A, B1's tickets, and B2's.
+struct WitnessSums {
+    g1: MsmResults<G1>,
+    tickets: Vec<Ticket>,
+    g2: Option<Pending<G2>>,
+}
+
+/// The side stream's sums and the batch memory they were made in.
+struct SideDone {
+    sums: WitnessSums,
+    g1_mem: BatchMemory<G1>,
+    g2_mem: Option<BatchMemory<G2>>,
+}
+
+/// H's sum (none for a one-point domain) and the batch memory it was made in.
+struct HDone {
+    sum: Option<Pending<G1>>,
+    mem: BatchMemory<G1>,
+}
 
 /// The MSMs of a job, enqueued and waited for; summed after the lock is let go.
 pub(super) struct MsmSums {
     /// H's MSM (none for a one-point domain, whose h is empty).
-    h: Option<(MsmResults<G1>, Ticket)>,
-    /// L, A, B1's batch and tickets.
-    g1: MsmResults<G1>,
-    tickets: Vec<Ticket>,
-    g2: Option<(MsmResults<G2>, Ticket)>,
+    h: Option<Pending<G1>>,
+    witness: WitnessSums,
+}
+
+/// What the MSMs read: the key (on the device when resident), h, the staged witness.
+pub(super) struct MsmInputs<'a> {
+    pub key: &'a ProvingKey,
+    pub resident: Option<&'a ResidentKey>,
+    pub h: Option<&'a DeviceBuffer<Fr>>,
+    pub witness: &'a StagedWitness,
+}
+
+/// The stage clocks the MSMs mark: H's stream's, and the side stream's, started here.
+pub(super) struct MsmClocks<'c> {
+    pub h: &'c mut StageClock,
+    pub side: &'c mut Option<StageClock>,
 }
 
 impl GpuWorker {
@@ -31,69 +87,75 @@ impl GpuWorker {
     /// another, each enqueued back to back by its own thread (enqueueing streamed bases waits
     /// for their copies) in the job's batch memory, marked on the clocks, and waited for once.
     /// The batch memory comes back with the sums.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn msms(
         &self,
-        key: &ProvingKey,
-        resident: Option<&ResidentKey>,
-        h: Option<&DeviceBuffer<Fr>>,
-        staged: &(DeviceSplit, [DeviceQuery; 3]),
-        (h_mem, side_mem, g2_mem): Batches,
-        clock: &mut StageClock,
-        lane: &mut Option<StageClock>,
+        inputs: &MsmInputs<'_>,
+        mem: Batches,
+        clocks: MsmClocks<'_>,
     ) -> Result<(MsmSums, Batches), ProveError> {
+        let Batches { h, side, g2 } = mem;
+        let MsmClocks {
+            h: h_clock,
+            side: side_clock,
+        } = clocks;
         let (h_part, side_part) = std::thread::scope(|sc| {
-            let side =
-                sc.spawn(|| self.witness_msms(key, resident, staged, (side_mem, g2_mem), lane));
-            let h_part = self.h_msm(key, resident, h, h_mem, clock);
+            let side = sc.spawn(|| self.witness_msms(inputs, side, g2, side_clock));
+            let h_part = self.h_msm(inputs, h, h_clock);
             let side = side
                 .join()
                 .unwrap_or_else(|_| Err(self.err("the thread enqueueing the split MSMs panicked")));
             (h_part, side)
         });
-        let ((g1, tickets, g2), (side_mem, g2_mem)) = side_part?;
-        let (h, h_mem) = h_part?;
-        let sums = MsmSums { h, g1, tickets, g2 };
-        Ok((sums, (h_mem, side_mem, g2_mem)))
+        let side = side_part?;
+        let h = h_part?;
+        let sums = MsmSums {
+            h: h.sum,
+            witness: side.sums,
+        };
+        let mem = Batches {
+            h: h.mem,
+            side: side.g1_mem,
+            g2: side.g2_mem,
+        };
+        Ok((sums, mem))
     }
 
     /// H's MSM on the main MSM stream (none for a one-point domain).
-    #[allow(clippy::type_complexity)]
     fn h_msm(
         &self,
-        key: &ProvingKey,
-        resident: Option<&ResidentKey>,
-        h: Option<&DeviceBuffer<Fr>>,
+        inputs: &MsmInputs<'_>,
         mem: BatchMemory<G1>,
         clock: &mut StageClock,
-    ) -> Result<(Option<(MsmResults<G1>, Ticket)>, BatchMemory<G1>), ProveError> {
-        let Some(h) = h else { return Ok((None, mem)) };
+    ) -> Result<HDone, ProveError> {
+        let Some(h) = inputs.h else {
+            return Ok(HDone { sum: None, mem });
+        };
         let mut batch = self.msm.batch_in(mem);
-        let bases = source::<G1>(resident.map(|k| &k.h), &key.h);
+        let bases = source::<G1>(inputs.resident.map(|k| &k.h), &inputs.key.h);
         let n = bases.len();
-        let t = batch.dense(bases, h, n).map_err(msm_err("h"))?;
+        let ticket = batch.dense(bases, h, n).map_err(msm_err("h"))?;
         clock
             .mark("msm_h", self.msm.stream())
             .map_err(|e| self.err(e))?;
         let (results, mem) = batch.finish_keeping().map_err(msm_err("h"))?;
-        Ok((Some((results, t)), mem))
+        let sum = Some(Pending { results, ticket });
+        Ok(HDone { sum, mem })
     }
 
     /// The split MSMs of the witness queries on the side stream, on a clock of their own.
-    #[allow(clippy::type_complexity)]
     fn witness_msms(
         &self,
-        key: &ProvingKey,
-        resident: Option<&ResidentKey>,
-        (split, queries): &(DeviceSplit, [DeviceQuery; 3]),
-        (g1_mem, g2_mem): (BatchMemory<G1>, Option<BatchMemory<G2>>),
+        inputs: &MsmInputs<'_>,
+        g1_mem: BatchMemory<G1>,
+        g2_mem: Option<BatchMemory<G2>>,
         lane: &mut Option<StageClock>,
-    ) -> Result<(WitnessSums, (BatchMemory<G1>, Option<BatchMemory<G2>>)), ProveError> {
-        let staged = |q: WitnessQuery| match q {
-            WitnessQuery::L => &queries[0],
-            WitnessQuery::A => &queries[1],
-            WitnessQuery::B1 | WitnessQuery::B2 => &queries[2],
-        };
+    ) -> Result<SideDone, ProveError> {
+        let MsmInputs {
+            key,
+            resident,
+            witness,
+            ..
+        } = *inputs;
         let s = self.side.stream();
         let clock = lane.insert(StageClock::start(&self.dev.ctx, s).map_err(|e| self.err(e))?);
         let mut g1 = self.side.batch_in(g1_mem);
@@ -102,7 +164,7 @@ impl GpuWorker {
             let name = q.query().name();
             let bases = source::<G1>(resident.map(|k| k.g1(q)), key.g1_query(q));
             let t = g1
-                .split(bases, split, staged(q.query()))
+                .split(bases, &witness.split, witness.query(q.query()))
                 .map_err(msm_err(name))?;
             tickets.push(t);
             clock
@@ -115,7 +177,7 @@ impl GpuWorker {
                 let mut batch = self.side.batch_in(mem);
                 let bases = source::<G2>(resident.and_then(|k| k.b_g2.as_ref()), &key.b_g2);
                 let t = batch
-                    .split(bases, split, staged(q))
+                    .split(bases, &witness.split, witness.query(q))
                     .map_err(msm_err(q.name()))?;
                 clock.mark(stage_name(q), s).map_err(|e| self.err(e))?;
                 Some((batch, t))
@@ -124,25 +186,20 @@ impl GpuWorker {
         };
         let (g1, g1_mem) = g1.finish_keeping().map_err(msm_err("l, a, b_g1"))?;
         let (g2, g2_mem) = match g2 {
-            Some((batch, t)) => {
-                let (r, mem) = batch.finish_keeping().map_err(msm_err("b_g2"))?;
-                (Some((r, t)), Some(mem))
+            Some((batch, ticket)) => {
+                let (results, mem) = batch.finish_keeping().map_err(msm_err("b_g2"))?;
+                (Some(Pending { results, ticket }), Some(mem))
             }
             None => (None, None),
         };
-        Ok(((g1, tickets, g2), (g1_mem, g2_mem)))
+        let sums = WitnessSums { g1, tickets, g2 };
+        Ok(SideDone {
+            sums,
+            g1_mem,
+            g2_mem,
+        })
     }
 }
-
-/// The batch memories of a job: H's, the G1 split MSMs', B2's.
-pub(super) type Batches = (BatchMemory<G1>, BatchMemory<G1>, Option<BatchMemory<G2>>);
-
-/// The witness queries' sums in pinned memory: G1's batch with L, A, B1's tickets, and B2's.
-type WitnessSums = (
-    MsmResults<G1>,
-    Vec<Ticket>,
-    Option<(MsmResults<G2>, Ticket)>,
-);
 
 /// An MSM error of `query`.
 fn msm_err(query: &'static str) -> impl Fn(zkpipe_msm::CudaError) -> ProveError {
@@ -156,16 +213,17 @@ impl MsmSums {
     /// The sums, on the host.
     pub(super) fn combine(self) -> Result<(G1Parts, Option<G2Projective>), zkpipe_msm::CudaError> {
         let h = match &self.h {
-            Some((r, t)) => r.sum(*t)?,
+            Some(p) => p.results.sum(p.ticket)?,
             None => G1Projective::identity(),
         };
+        let w = &self.witness;
         let mut sums = [G1Projective::identity(); 3];
-        for (sum, t) in sums.iter_mut().zip(&self.tickets) {
-            *sum = self.g1.sum(*t)?;
+        for (sum, t) in sums.iter_mut().zip(&w.tickets) {
+            *sum = w.g1.sum(*t)?;
         }
         let parts = G1Parts::new(h, sums);
-        let b2 = match &self.g2 {
-            Some((r, t)) => Some(r.sum(*t)?),
+        let b2 = match &w.g2 {
+            Some(p) => Some(p.results.sum(p.ticket)?),
             None => None,
         };
         Ok((parts, b2))

@@ -1,0 +1,338 @@
+//! The G1 stage on a CUDA device, in four steps that read like the prover: admission
+//! ([`admit`]: a plan and a VRAM grant for it), staging outside the GPU lock ([`stage`]: a, b,
+//! c and the split witness to the device), the H step, and the MSMs ([`msms`]), enqueued back
+//! to back and waited for once, their sums combined after the lock is let go; [`report`] says
+//! what the job did.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use blstrs::Scalar;
+use zkpipe_cuda::{DeviceBuffer, Stream};
+use zkpipe_field::Fr;
+use zkpipe_msm::CudaMsm;
+use zkpipe_ntt::{CudaNtt, HStepBuffers};
+use zkpipe_pinned::PooledBuffer;
+use zkpipe_stream::{InFlight, VramGrant};
+
+mod admit;
+mod backend;
+mod msms;
+mod report;
+mod stage;
+
+pub(crate) use backend::GpuBackend;
+
+use admit::Admitted;
+use msms::{MsmClocks, MsmInputs, MsmSums};
+use stage::{Abc, SplitWitness, Staged};
+
+use super::{G1Output, JobContext};
+use crate::clock::StageClock;
+use crate::device::memory::{JobMemory, MemoryShape};
+use crate::device::DeviceShared;
+use crate::prover::{check_satisfied, Assignment};
+use crate::stats::Counters;
+use crate::{ProveError, Scalars};
+
+/// How long a staging copy waits for pinned memory from the pool.
+const POOL_WAIT: Duration = Duration::from_secs(60);
+
+/// A job's witness as the G1 stage gets it (one a job, moved once: its size does not matter).
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum StageWitness<'w> {
+    /// Given up: a, b and c go (lent memory back to the pool) as soon as they are uploaded, and
+    /// the assignment once split (unless the CPU sums B2 from it).
+    Given([Scalars; 3], Assignment),
+    /// Kept by the caller, unchanged whatever happens, so that the job can run elsewhere if
+    /// this device fails (c may gain zeros past its end, in lent memory).
+    Kept(&'w mut [Scalars; 3], &'w Assignment),
+}
+
+/// One worker's stage implementations on a device.
+#[derive(Debug)]
+pub(crate) struct GpuWorker {
+    pub dev: Arc<DeviceShared>,
+    copy: Stream,
+    ntt: CudaNtt,
+    /// The H MSM's stream.
+    msm: CudaMsm,
+    /// The witness queries' split MSMs, on their own stream beside the H MSM (with a streamed
+    /// key they wait on PCIe while the H MSM computes).
+    side: CudaMsm,
+    /// Budget grants for the NTT's cached tables, one per domain size this worker has seen:
+    /// they stay allocated after the job, so they stay granted.
+    tables: Mutex<HashMap<u32, VramGrant>>,
+}
+
+impl Drop for GpuWorker {
+    fn drop(&mut self) {
+        let tables = self.tables.get_mut().unwrap_or_else(|p| p.into_inner());
+        let bytes: usize = tables.values().map(VramGrant::bytes).sum();
+        self.dev.table_bytes.fetch_sub(bytes, Ordering::SeqCst);
+    }
+}
+
+/// What the GPU lock covers of a job: the H step and the MSMs enqueued and waited for.
+struct Locked {
+    sums: MsmSums,
+    /// h's last coefficient on its way back, for the satisfaction check.
+    top: Option<InFlight<PooledBuffer<Fr>>>,
+    /// The H step's clock and the side stream's.
+    clock: StageClock,
+    lane: Option<StageClock>,
+    lock_ms: f64,
+}
+
+impl GpuWorker {
+    pub fn new(dev: Arc<DeviceShared>) -> Result<Self, ProveError> {
+        let d = dev.ctx.ordinal();
+        let memory = dev.budget.capacity();
+        Ok(Self {
+            copy: Stream::new(&dev.ctx).map_err(|e| ProveError::device(d, e))?,
+            ntt: CudaNtt::for_memory(&dev.ctx, memory).map_err(|e| ProveError::device(d, e))?,
+            msm: CudaMsm::for_memory(&dev.ctx, dev.msm_memory)
+                .map_err(|e| ProveError::device(d, e))?,
+            side: CudaMsm::for_memory(&dev.ctx, dev.msm_memory)
+                .map_err(|e| ProveError::device(d, e))?,
+            tables: Mutex::new(HashMap::new()),
+            dev,
+        })
+    }
+
+    fn ordinal(&self) -> usize {
+        self.dev.ctx.ordinal()
+    }
+
+    /// How long a wait for pinned staging memory may last: [`POOL_WAIT`], or less when the
+    /// job's deadline comes sooner.
+    fn pool_wait(&self, job: &JobContext<'_>) -> Duration {
+        match job.deadline {
+            Some(d) => POOL_WAIT.min(d.saturating_duration_since(Instant::now())),
+            None => POOL_WAIT,
+        }
+    }
+
+    /// A pinned-pool error: the deadline's when it has passed, else the device's.
+    fn pool_err(&self, job: &JobContext<'_>, e: zkpipe_pinned::Error) -> ProveError {
+        match job.deadline {
+            Some(d) if Instant::now() >= d => ProveError::DeadlineExceeded {
+                what: "waiting for pinned memory",
+            },
+            _ => self.err(e),
+        }
+    }
+
+    fn err(&self, e: impl std::fmt::Display) -> ProveError {
+        ProveError::device(self.ordinal(), e)
+    }
+
+    /// The G1 stage of one job (and B2 when G2 runs on the GPU): admission and staging outside
+    /// the lock, the H step and the MSMs under it, the sums combined after it. Gives the
+    /// assignment back when it was given and the CPU sums B2 from it.
+    pub fn g1_stage(
+        &self,
+        job: &JobContext<'_>,
+        witness: StageWitness<'_>,
+    ) -> Result<G1Output, ProveError> {
+        let t = Instant::now();
+        let (abc, z, witness) = match witness {
+            StageWitness::Given(abc, z) => {
+                let split = SplitWitness::of(&z)?;
+                // The CPU's B2 reads z after this stage; otherwise its memory (lent, say) goes
+                // now.
+                (Abc::Given(abc), (!self.dev.g2_on_gpu).then_some(z), split)
+            }
+            StageWitness::Kept(abc, z) => (Abc::Kept(abc), None, SplitWitness::of(z)?),
+        };
+        let admitted = self.admit(job, &witness)?;
+        if let Some(k) = &admitted.resident {
+            let copies = k.h.multiples().map_or(1, |m| m.copies() as usize);
+            job.stats.key_h_copies.store(copies, Ordering::Relaxed);
+        }
+        let Admitted {
+            plan,
+            resident,
+            active,
+            memory,
+        } = admitted;
+        let (mut mem, kept) = self.job_memory(memory)?;
+        let staged = self.stage(job, &plan, abc, witness, &mut mem)?;
+        let staging_ms = t.elapsed().as_secs_f64() * 1e3;
+        Counters::add(&job.stats.stage_ns, t.elapsed());
+        self.dev.sample(job.stats);
+
+        let bytes = staged.bytes;
+        let locked = self.under_lock(job, &plan, resident.as_deref(), staged, mem, kept)?;
+        // A replaced key's memory goes (if this job held it last) before the job stops counting.
+        let plan_text = report::describe(&plan, resident.is_some());
+        drop(resident);
+        drop(active);
+
+        let Locked {
+            sums,
+            top,
+            clock,
+            lane,
+            lock_ms,
+        } = locked;
+        let lanes: Vec<&StageClock> = lane.iter().collect();
+        let mut device_ms = clock.stages().map_err(|e| self.err(e))?;
+        for l in &lanes {
+            device_ms.extend(l.stages().map_err(|e| self.err(e))?);
+        }
+        let device_span_ms = clock.span_ms(&lanes).map_err(|e| self.err(e))?;
+        if let Some(top) = top {
+            let top = top.wait().map_err(|e| self.err(e))?;
+            check_satisfied(top.first().map(|&t| Scalar::from(t)))?;
+        }
+        let (parts, b2) = sums.combine().map_err(|e| self.err(e))?;
+        let report = crate::stats::JobReport {
+            job: job.id,
+            device: Some(self.ordinal()),
+            plan: plan_text,
+            device_ms,
+            device_span_ms,
+            staging_ms,
+            lock_ms,
+            g2_cpu_ms: 0.0,
+            uploaded_bytes: bytes,
+            check_ms: 0.0,
+        };
+        report::record(job.stats, &report);
+        Ok(G1Output {
+            z,
+            parts,
+            b2,
+            report,
+        })
+    }
+
+    /// Under the GPU lock: the H step in the job's vectors, the MSMs enqueued and waited for,
+    /// and the job's memory kept for the worker's next job or freed before the lock goes.
+    fn under_lock(
+        &self,
+        job: &JobContext<'_>,
+        plan: &crate::plan::JobPlan,
+        resident: Option<&crate::device::memory::ResidentKey>,
+        staged: Staged<'_>,
+        mem: JobMemory,
+        kept: Option<admit::KeepAs>,
+    ) -> Result<Locked, ProveError> {
+        let stats = job.stats;
+        let guard = self.dev.lock.lock();
+        // The host's H step time brackets the device's: the clock starts inside it.
+        let t = Instant::now();
+        let mut clock =
+            StageClock::start(&self.dev.ctx, self.ntt.stream()).map_err(|e| self.err(e))?;
+        let Staged { c, witness, .. } = staged;
+        let JobMemory {
+            mut h_step,
+            batches,
+        } = mem;
+        if let Some(bufs) = h_step.as_mut() {
+            self.h_step(bufs, c)?;
+        }
+        // Memory per job: h stays, the other vectors go before the batches are made.
+        let (h_step, h_alone, batches) = match batches {
+            Some(b) => (h_step, None, b),
+            None => {
+                let h = h_step.map(HStepBuffers::into_h);
+                let shape = MemoryShape {
+                    n: job.key.domain_size(),
+                    h_step: plan.h_step,
+                    chunk: plan.chunk,
+                    side_chunk: split_chunk(plan.chunk, witness.split.host().tail().len()),
+                    multiples: resident.and_then(|k| k.h.multiples()),
+                };
+                (None, h, self.alloc_batches(shape)?)
+            }
+        };
+        clock
+            .mark("h_step", self.ntt.stream())
+            .map_err(|e| self.err(e))?;
+        Counters::add(&stats.h_ns, t.elapsed());
+        self.dev.sample(stats);
+        let t = Instant::now();
+        let mut lane = None;
+        let h = h_step.as_ref().map(HStepBuffers::h).or(h_alone.as_ref());
+        let top = h.map(|h| self.read_top(job, h)).transpose()?;
+        let inputs = MsmInputs {
+            key: job.key,
+            resident,
+            h,
+            witness: &witness,
+        };
+        let clocks = MsmClocks {
+            h: &mut clock,
+            side: &mut lane,
+        };
+        let sums = self.msms(&inputs, batches, clocks);
+        self.dev.sample(stats);
+        drop(witness);
+        let (sums, batches) = sums?;
+        let mem = JobMemory {
+            h_step,
+            batches: Some(batches),
+        };
+        // Kept for the worker's next job, or freed before the lock is let go.
+        match kept {
+            Some(k) => self.keep(k.shape, mem, k.grant),
+            None => drop((mem, h_alone)),
+        }
+        Counters::add(&stats.g1_ns, t.elapsed());
+        let lock_ms = guard.held_for().as_secs_f64() * 1e3;
+        Counters::add(&stats.lock_ns, guard.held_for());
+        drop(guard);
+        Ok(Locked {
+            sums,
+            top,
+            clock,
+            lane,
+            lock_ms,
+        })
+    }
+
+    /// Enqueues the read-back of h's last coefficient (h holds n, the last zero for a witness
+    /// that satisfies the circuit) on the H step's stream, into pinned memory: checked once the
+    /// MSMs are waited for, so that the check costs the GPU no wait.
+    fn read_top(
+        &self,
+        job: &JobContext<'_>,
+        h: &DeviceBuffer<Fr>,
+    ) -> Result<InFlight<PooledBuffer<Fr>>, ProveError> {
+        let host = self
+            .dev
+            .pinned
+            .acquire::<Fr>(1, self.pool_wait(job))
+            .map_err(|e| self.pool_err(job, e))?;
+        zkpipe_stream::download(self.ntt.stream(), h, h.len().saturating_sub(1), host)
+            .map_err(|e| self.err(e))
+    }
+}
+
+/// The G1 split MSMs' chunk: no more than H's, nor than the tail needs (their Pippenger sums
+/// tail entries only; with a streamed key the chunk also bounds the bases per copy).
+fn split_chunk(chunk: usize, tail: usize) -> usize {
+    let tail = tail.max(crate::plan::MIN_CHUNK).next_power_of_two();
+    chunk.clamp(crate::plan::MIN_CHUNK, tail)
+}
+
+/// The G2 batch's chunk: half the G1 chunk's points (each twice the size), and no more than
+/// the tail needs (B2 is a split MSM: its Pippenger sums tail entries only).
+fn g2_chunk(chunk: usize, tail: usize) -> usize {
+    let tail = tail.max(crate::plan::MIN_CHUNK).next_power_of_two();
+    (chunk / 2).clamp(crate::plan::MIN_CHUNK, tail)
+}
+
+/// Bytes of `n` G1 points.
+fn g1_bytes(n: usize) -> usize {
+    n * std::mem::size_of::<blstrs::G1Affine>()
+}
+
+/// Bytes of `n` G2 points.
+fn g2_bytes(n: usize) -> usize {
+    n * std::mem::size_of::<blstrs::G2Affine>()
+}
