@@ -72,6 +72,10 @@ enum Command {
         /// log2 of the H step's size (0: skip it).
         #[arg(long, default_value_t = 27)]
         h: u32,
+        /// Column blocks of the H step's transposed layout (0: one plain copy); any number
+        /// gives the same h. Default: the engine's (`zkpipe_ntt::H_COLUMNS`).
+        #[arg(long, default_value_t = zkpipe_ntt::H_COLUMNS)]
+        h_columns: usize,
     },
     /// MSM: zkpipe's GPU Pippenger, ec-gpu-gen's multiexp (G1) and blst on the CPU.
     Msm {
@@ -113,6 +117,14 @@ enum Command {
         /// calls (`CudaMsm::keeping_workspace`) instead of allocating and freeing it in each.
         #[arg(long)]
         keep_workspace: bool,
+        /// G2's bucket sums with this batch: 1 for the XYZZ kernel, or 16, 32 or 64 points
+        /// added side by side (batch affine). Default: the largest whose local memory fits.
+        #[arg(long)]
+        g2_batch: Option<u32>,
+        /// How G2's batch-affine bucket sums split tasks into runs, as PARTSxPER_THREAD (such
+        /// as 16x3). Default: from the task counts.
+        #[arg(long, value_parser = parse_task_split)]
+        g2_split: Option<zkpipe_msm::TaskSplit>,
     },
     /// Reading bellperson's parameter file for 2^k constraints (written first if missing):
     /// zkpipe's reader against bellperson's `Parameters::read`, checked and unchecked, each
@@ -148,12 +160,23 @@ enum Command {
     },
 }
 
+/// `--g2-split PARTSxPER_THREAD`.
+fn parse_task_split(s: &str) -> Result<zkpipe_msm::TaskSplit, String> {
+    let expected = || format!("{s:?}: expected PARTSxPER_THREAD, such as 16x3");
+    let (parts, per_thread) = s.split_once('x').ok_or_else(expected)?;
+    Ok(zkpipe_msm::TaskSplit {
+        parts: parts.parse().map_err(|_| expected())?,
+        per_thread: per_thread.parse().map_err(|_| expected())?,
+    })
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .init();
     let cli = Cli::parse();
+    zkpipe_cuda::testing::prefer_from_env();
     let result = match cli.command {
         Command::Pcie { sizes_mib, runs } => pcie::run(&sizes_mib, runs),
         Command::Check {
@@ -181,6 +204,8 @@ fn main() -> ExitCode {
             window_bits,
             copies,
             keep_workspace,
+            g2_batch,
+            g2_split,
         } => {
             if !matches!(curve.as_str(), "g1" | "g2")
                 || !matches!(scalars.as_str(), "random" | "boolean" | "mixed")
@@ -201,6 +226,7 @@ fn main() -> ExitCode {
                 window_bits,
                 copies,
                 keep_workspace,
+                tuning: zkpipe_msm::MsmTuning { g2_batch, g2_split },
             })
         }
         Command::Ntt {
@@ -208,7 +234,8 @@ fn main() -> ExitCode {
             runs,
             cpu_max,
             h,
-        } => ntt::run(&sizes, runs, cpu_max, (h > 0).then_some(h)),
+            h_columns,
+        } => ntt::run(&sizes, runs, cpu_max, (h > 0).then_some(h), h_columns),
     };
     let report = match result {
         Ok(r) => r,

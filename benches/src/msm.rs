@@ -49,11 +49,13 @@ pub struct Args {
     pub copies: Vec<u32>,
     /// Resident MSMs keep their workspace between calls.
     pub keep_workspace: bool,
+    /// The MSM kernels' settings.
+    pub tuning: zkpipe_msm::MsmTuning,
 }
 
 /// The resident MSM on `ctx`, keeping its workspace between calls when `a` asks.
 fn resident(ctx: &std::sync::Arc<Context>, a: &Args) -> BenchResult<CudaMsm> {
-    let gpu = CudaMsm::new(ctx)?;
+    let gpu = CudaMsm::tuned(ctx, ctx.info().total_memory, &a.tuning)?;
     Ok(match a.keep_workspace {
         true => gpu.keeping_workspace(),
         false => gpu,

@@ -33,9 +33,15 @@ pub fn random_scalars(n: usize, seed: u64) -> Vec<Scalar> {
     v
 }
 
-pub fn run(sizes: &[u32], runs: usize, cpu_max: u32, h_log: Option<u32>) -> BenchResult<Report> {
+pub fn run(
+    sizes: &[u32],
+    runs: usize,
+    cpu_max: u32,
+    h_log: Option<u32>,
+    h_columns: usize,
+) -> BenchResult<Report> {
     let ctx = Context::new(0)?;
-    let ours = CudaNtt::new(&ctx)?;
+    let ours = CudaNtt::new(&ctx)?.with_h_columns(h_columns);
     let theirs = EcGpuGenFft::load(&ctx, &ECGPU)?;
     let stream = ours.stream();
     let seed = rand::thread_rng().next_u64();

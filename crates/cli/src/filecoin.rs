@@ -202,10 +202,7 @@ pub fn run(command: &Command) -> Result<(), Failure> {
 }
 
 fn prove(request: &Request, c: &Common) -> Result<(), Failure> {
-    let dir = c
-        .params_dir
-        .clone()
-        .unwrap_or_else(zkpipe_filecoin::params::default_dir);
+    let dir = c.params_dir.clone().unwrap_or_else(default_params_dir);
     // filecoin-proofs' verifier reads the .vk from this variable: the same directory.
     std::env::set_var(zkpipe_filecoin::params::PARAMETER_CACHE_ENV, &dir);
     let fixed = (c.fixed || c.compare_bellperson).then(|| {
@@ -410,4 +407,13 @@ fn generate(kind: GenKind, sector_size: u64, dir: &Path) -> Result<(), FilecoinE
     );
     crate::say!("wrote {}; prove it with:\n  {next}", path.display());
     Ok(())
+}
+
+/// The directory filecoin-proofs reads parameters from: `FIL_PROOFS_PARAMETER_CACHE`, else its
+/// default.
+fn default_params_dir() -> PathBuf {
+    std::env::var_os(zkpipe_filecoin::params::PARAMETER_CACHE_ENV)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(zkpipe_filecoin::params::DEFAULT_PARAMETER_CACHE))
 }

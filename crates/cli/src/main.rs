@@ -98,9 +98,17 @@ enum Command {
     Filecoin(filecoin::Command),
 }
 
+/// `ZKPIPE_FORCE_PTX=1` makes every module load its PTX (the JIT path) rather than a cubin.
+fn prefer_ptx_from_env() {
+    if std::env::var("ZKPIPE_FORCE_PTX").is_ok_and(|v| v == "1") {
+        zkpipe_cuda::Prefer::Ptx.set_for_process();
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.log_format);
+    prefer_ptx_from_env();
     let result = match cli.command {
         Command::Info { json } => info::run(json).map_err(exit::Failure::Other),
         Command::Prove(a) => prove::run(&a),

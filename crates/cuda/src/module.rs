@@ -2,6 +2,7 @@
 //! and the checked launch.
 
 use std::ffi::{c_void, CString};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -167,12 +168,22 @@ pub enum Prefer {
     Ptx,
 }
 
+/// The form [`Module::load`] prefers in this process: set once by the program (the CLI and
+/// the test helpers set [`Prefer::Ptx`] for `ZKPIPE_FORCE_PTX=1`), [`Prefer::Cubin`] unless
+/// set.
+static PREFER_PTX: AtomicBool = AtomicBool::new(false);
+
 impl Prefer {
-    /// [`Prefer::Ptx`] when the environment sets `ZKPIPE_FORCE_PTX=1`, else [`Prefer::Cubin`].
-    pub fn from_env() -> Self {
-        match std::env::var("ZKPIPE_FORCE_PTX").as_deref() {
-            Ok("1") => Prefer::Ptx,
-            _ => Prefer::Cubin,
+    /// Makes `self` the form every later [`Module::load`] of this process prefers.
+    pub fn set_for_process(self) {
+        PREFER_PTX.store(self == Prefer::Ptx, Ordering::Relaxed);
+    }
+
+    /// The form [`Module::load`] prefers now ([`Prefer::set_for_process`]).
+    pub fn for_process() -> Self {
+        match PREFER_PTX.load(Ordering::Relaxed) {
+            true => Prefer::Ptx,
+            false => Prefer::Cubin,
         }
     }
 }
@@ -203,10 +214,10 @@ unsafe impl Send for Module {}
 unsafe impl Sync for Module {}
 
 impl Module {
-    /// Loads `image` into `ctx`: the best cubin for the device, else its PTX
-    /// (`ZKPIPE_FORCE_PTX=1` forces the PTX).
+    /// Loads `image` into `ctx`: the best cubin for the device, else its PTX (the PTX first
+    /// where the process prefers it: [`Prefer::set_for_process`]).
     pub fn load(ctx: &Arc<Context>, image: &KernelImage) -> Result<Arc<Self>> {
-        Self::load_with(ctx, image, Prefer::from_env())
+        Self::load_with(ctx, image, Prefer::for_process())
     }
 
     /// Loads `image`, trying its forms in [`KernelImage::candidates`]' order: a form the

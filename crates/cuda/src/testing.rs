@@ -16,6 +16,17 @@ pub fn gpu_required() -> bool {
         .unwrap_or(false)
 }
 
+/// The variable that makes a GPU test run load every module's PTX (the JIT path).
+pub const FORCE_PTX_VAR: &str = "ZKPIPE_FORCE_PTX";
+
+/// Makes every later module load of this test process prefer the PTX when `ZKPIPE_FORCE_PTX=1`
+/// ([`crate::Prefer::set_for_process`]).
+pub fn prefer_from_env() {
+    if std::env::var(FORCE_PTX_VAR).is_ok_and(|v| v == "1") {
+        crate::Prefer::Ptx.set_for_process();
+    }
+}
+
 /// Device 0's context for a GPU test, or `None` (after writing `skipped: no CUDA device` to stderr) when
 /// there is no GPU.
 ///
@@ -23,6 +34,7 @@ pub fn gpu_required() -> bool {
 /// When there is no GPU and `ZKPIPE_REQUIRE_GPU=1`, or when the driver fails in another way:
 /// this is for tests, where a panic is the failure.
 pub fn gpu_context() -> Option<Arc<Context>> {
+    prefer_from_env();
     match Context::new(0) {
         Ok(ctx) => Some(ctx),
         Err(e) if e.is_no_gpu() && !gpu_required() => {

@@ -96,11 +96,6 @@ impl ParamsCache {
         }
     }
 
-    /// The directory filecoin-proofs uses: `FIL_PROOFS_PARAMETER_CACHE`, else its default.
-    pub fn from_env() -> Self {
-        Self::new(default_dir())
-    }
-
     /// The directory.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -225,14 +220,6 @@ impl ParamsCache {
         drop(lock);
         Ok(Some(params))
     }
-}
-
-/// `FIL_PROOFS_PARAMETER_CACHE`, else filecoin-proofs' default directory.
-pub fn default_dir() -> PathBuf {
-    std::env::var_os(PARAMETER_CACHE_ENV)
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_PARAMETER_CACHE))
 }
 
 /// Writes `path` through a temporary file renamed into place, so that no reader sees half a

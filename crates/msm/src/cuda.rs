@@ -71,8 +71,8 @@ pub enum CudaError {
         per_thread: u32,
         batch: u32,
     },
-    /// An environment setting with a value it cannot take.
-    #[error("{name}={value:?}: expected {expected}")]
+    /// A tuning setting with a value it cannot take.
+    #[error("{name} = {value}: expected {expected}")]
     Setting {
         name: &'static str,
         value: String,
@@ -295,10 +295,19 @@ impl CudaMsm {
     /// G2's bucket kernel is the largest batch whose local memory fits
     /// ([`MsmKernels::for_memory`]).
     pub fn for_memory(ctx: &Arc<Context>, memory: usize) -> Result<Self, CudaError> {
+        Self::tuned(ctx, memory, &crate::kernels::MsmTuning::default())
+    }
+
+    /// As [`CudaMsm::for_memory`], with the kernels' settings of `tuning` (for comparisons).
+    pub fn tuned(
+        ctx: &Arc<Context>,
+        memory: usize,
+        tuning: &crate::kernels::MsmTuning,
+    ) -> Result<Self, CudaError> {
         Ok(Self {
             ctx: Arc::clone(ctx),
             stream: Stream::new(ctx)?,
-            k: MsmKernels::for_memory(ctx, memory)?,
+            k: MsmKernels::tuned(ctx, memory, tuning)?,
             window: None,
             kept: None,
         })

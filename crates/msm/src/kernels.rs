@@ -72,7 +72,7 @@ pub struct CurveKernels {
     /// Threads that fill the device a few times over: the batch-affine kernel splits tasks
     /// into runs until it has this many.
     fill_threads: usize,
-    /// The batch-affine kernel's split set by `ZKPIPE_MSM_G2_SPLIT` or
+    /// The batch-affine kernel's split set by [`MsmTuning::g2_split`] or
     /// [`MsmKernels::set_g2_split`], if any.
     split_setting: Option<TaskSplit>,
     task_fold: Function,
@@ -213,25 +213,32 @@ fn grid_of(m: usize, block: u32) -> Result<LaunchConfig, CudaError> {
     })
 }
 
-/// The runs a thread of `curve`'s bucket sums steps side by side, when
-/// `ZKPIPE_MSM_G2_BATCH=1` (XYZZ additions), 16, 32 or 64 sets it for G2 (for comparisons);
-/// `None` otherwise. G1's stay XYZZ: an Fp2 inversion is one Fp inversion and a few
-/// products, so against the products of an addition an inversion weighs about three times as
-/// much in G1 as in G2 (no batch-affine G1 kernel was measured).
-fn batch_setting(curve: &str) -> Result<Option<u32>, CudaError> {
-    if curve != "g2" {
-        return Ok(Some(1));
-    }
-    match std::env::var("ZKPIPE_MSM_G2_BATCH") {
-        Err(_) => Ok(None),
-        Ok(v) => match v.parse::<u32>() {
-            Ok(b @ (1 | 16 | 32 | 64)) => Ok(Some(b)),
-            _ => Err(CudaError::Setting {
-                name: "ZKPIPE_MSM_G2_BATCH",
-                value: v,
+/// Settings of the MSM kernels for comparisons (benchmarks and tests); the default is what
+/// the engine runs: G2's batch from the memory the work may use, its split from the task
+/// counts ([`TaskSplit::filling`]). Any setting gives the same sums.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MsmTuning {
+    /// The runs a thread of G2's bucket sums steps side by side: 1 for XYZZ additions one
+    /// task a thread, or one of [`G2_AFFINE_BATCHES`]. G1's stay XYZZ: an Fp2 inversion is
+    /// one Fp inversion and a few products, so against the products of an addition an
+    /// inversion weighs about three times as much in G1 as in G2.
+    pub g2_batch: Option<u32>,
+    /// How G2's batch-affine bucket sums split their tasks into runs.
+    pub g2_split: Option<TaskSplit>,
+}
+
+impl MsmTuning {
+    /// The batch G2's bucket kernel is asked for, checked.
+    fn g2_batch(&self) -> Result<Option<u32>, CudaError> {
+        match self.g2_batch {
+            None => Ok(None),
+            Some(b) if b == 1 || G2_AFFINE_BATCHES.contains(&b) => Ok(Some(b)),
+            Some(b) => Err(CudaError::Setting {
+                name: "MsmTuning::g2_batch",
+                value: b.to_string(),
                 expected: "1, 16, 32 or 64",
             }),
-        },
+        }
     }
 }
 
@@ -296,26 +303,12 @@ impl TaskSplit {
     }
 }
 
-/// The split of G2's batch-affine bucket sums set by `ZKPIPE_MSM_G2_SPLIT=PARTSxPER_THREAD`
-/// (for comparisons), `None` where unset.
-fn split_setting(batch: u32) -> Result<Option<TaskSplit>, CudaError> {
-    const NAME: &str = "ZKPIPE_MSM_G2_SPLIT";
-    let Ok(v) = std::env::var(NAME) else {
-        return Ok(None);
-    };
-    let parsed = v.split_once('x').and_then(|(p, t)| {
-        Some(TaskSplit {
-            parts: p.parse().ok()?,
-            per_thread: t.parse().ok()?,
-        })
-    });
-    match parsed {
-        Some(split) => split.check(batch).map(Some),
-        None => Err(CudaError::Setting {
-            name: NAME,
-            value: v,
-            expected: "PARTSxPER_THREAD, such as 16x3",
-        }),
+/// The runs a thread of `curve`'s bucket sums steps side by side as `tuning` asks (G2
+/// only; G1's are XYZZ, 1), `None` where the memory picks.
+fn batch_setting(curve: &str, tuning: &MsmTuning) -> Result<Option<u32>, CudaError> {
+    match curve {
+        "g2" => tuning.g2_batch(),
+        _ => Ok(Some(1)),
     }
 }
 
@@ -399,13 +392,19 @@ impl MsmKernels {
     /// Loads the kernels on `ctx`'s device for work that may use `memory` bytes of it (a VRAM
     /// cap): G2's bucket kernel is the one whose local memory fits (`bucket_kernel`).
     pub fn for_memory(ctx: &Arc<Context>, memory: usize) -> Result<Self, CudaError> {
+        Self::tuned(ctx, memory, &MsmTuning::default())
+    }
+
+    /// As [`MsmKernels::for_memory`], with the settings of `tuning` in place of the defaults.
+    pub fn tuned(ctx: &Arc<Context>, memory: usize, tuning: &MsmTuning) -> Result<Self, CudaError> {
         let m = Module::load(ctx, &IMAGE)?;
         let curve = |name: &str| -> Result<CurveKernels, CudaError> {
             // The bucket kernels keep an accumulator a thread in shared memory, sized for
             // BUCKET_BLOCK threads (their launch bounds), and never take more threads than the
             // device's registers allow them (the driver's limit for this image).
             let preferred = BUCKET_BLOCK;
-            let (task_sums, task_batch) = bucket_kernel(&m, name, batch_setting(name)?, memory)?;
+            let (task_sums, task_batch) =
+                bucket_kernel(&m, name, batch_setting(name, tuning)?, memory)?;
             let ones = m.function(&format!("msm_ones_{name}"))?;
             let limit = task_sums
                 .max_threads_per_block()
@@ -415,9 +414,9 @@ impl MsmKernels {
                 task_block,
                 task_batch,
                 fill_threads: ctx.info().sm_count.max(1) as usize * FILL_PER_SM,
-                split_setting: match task_batch {
-                    1 => None,
-                    batch => split_setting(batch)?,
+                split_setting: match (name, task_batch, tuning.g2_split) {
+                    ("g2", batch @ 2.., Some(split)) => Some(split.check(batch)?),
+                    _ => None,
                 },
                 sum_groups: m.function(&format!("msm_sum_groups_{name}"))?,
                 task_sums,

@@ -37,6 +37,7 @@ pub use batch::{BaseSource, BatchMemory, DeviceQuery, DeviceSplit, MsmBatch, Msm
 pub use cpu::CpuMsm;
 pub use cuda::{CudaError, CudaMsm, DeviceBases, GpuCurve, Multiples, ScalarKind, G1, G2};
 pub use density::Density;
+pub use kernels::{MsmTuning, TaskSplit};
 pub use pippenger::{window_bits, windows, DIGIT_BITS, WINDOW_BITS};
 pub use split::{SplitQuery, SplitScalars};
 pub use streamed::StreamOptions;

@@ -244,10 +244,6 @@ fn g2_batch_follows_the_memory_given() {
     let Some((ctx, _, seed)) = setup() else {
         return;
     };
-    if std::env::var_os("ZKPIPE_MSM_G2_BATCH").is_some() {
-        println!("ZKPIPE_MSM_G2_BATCH is set: it, not the memory, picks the batch");
-        return;
-    }
     let batches: Vec<(usize, u32)> = (26..=40)
         .map(|shift| {
             let memory = 1usize << shift;

@@ -38,7 +38,13 @@ pub struct CudaNtt {
     tables: Mutex<HashMap<TableKey, Arc<PowerTables>>>,
     /// Full root tables up to 2^full_max ([`full_table_limit`] of the device's memory).
     full_max: u32,
+    /// The column blocks of a's upload in the H step ([`CudaNtt::with_h_columns`]).
+    pub(crate) h_columns: usize,
 }
+
+/// The column blocks the H step cuts a's upload into by default (8 measured best at 2^27:
+/// benches/NOTES.md).
+pub const H_COLUMNS: usize = 8;
 
 /// The radix exponents of the passes for 2^log_n: as few passes as MAX_DEG allows, balanced,
 /// the smaller ones first: transforms that ended on a smaller pass measured slower at 2^26 and
@@ -67,7 +73,16 @@ impl CudaNtt {
             k: NttKernels::load(ctx)?,
             tables: Mutex::new(HashMap::new()),
             full_max: full_table_limit(memory.min(ctx.info().total_memory)),
+            h_columns: H_COLUMNS,
         })
+    }
+
+    /// This NTT cutting a's upload in the H step into `blocks` column blocks instead of
+    /// [`H_COLUMNS`] (0: one plain copy), for comparisons; any number gives the same h.
+    #[must_use]
+    pub fn with_h_columns(mut self, blocks: usize) -> Self {
+        self.h_columns = blocks;
+        self
     }
 
     /// Device bytes this NTT keeps cached for transforms of 2^log_n (root tables of both

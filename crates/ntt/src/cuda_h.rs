@@ -243,7 +243,7 @@ impl CudaNtt {
         let d = Domain::for_len(n)?;
         let mut marks = Marks::new(&self.ctx);
         mark(&mut marks, "start", &self.copy)?;
-        let blocks = column_blocks(&d);
+        let blocks = column_blocks(&d, self.h_columns);
         let width = n >> pass_degrees(d.log_n)[0];
         let up_a = match blocks {
             0 => upload(&self.copy, a, &mut bufs.a, 0)?,
@@ -358,15 +358,10 @@ fn wait<H>(ntt: &CudaNtt, up: &InFlight<H>) -> Result<(), NttError> {
 }
 
 /// The column blocks a's upload is cut into by [`CudaNtt::h_step_pinned_into`], so that the
-/// first pass of its inverse transform runs block by block while the rest arrives: 8, or
-/// `ZKPIPE_H_COLUMNS` (0: one plain copy); none when the transform has a single pass (whose
-/// output is scaled) or its rows are not a multiple of the blocks (8 measured best at 2^27:
-/// benches/NOTES.md).
-fn column_blocks(d: &Domain) -> usize {
-    let blocks = std::env::var("ZKPIPE_H_COLUMNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(8usize);
+/// first pass of its inverse transform runs block by block while the rest arrives: `blocks`
+/// ([`CudaNtt::with_h_columns`]; 0: one plain copy); none when the transform has a single
+/// pass (whose output is scaled) or its rows are not a multiple of the blocks.
+fn column_blocks(d: &Domain, blocks: usize) -> usize {
     let degs = pass_degrees(d.log_n);
     let width = d.size() >> degs[0];
     if degs.len() < 2 || blocks == 0 || !width.is_multiple_of(blocks) {

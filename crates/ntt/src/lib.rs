@@ -50,7 +50,7 @@ mod marks;
 use blstrs::Scalar;
 
 pub use cpu::CpuNtt;
-pub use cuda::CudaNtt;
+pub use cuda::{CudaNtt, H_COLUMNS};
 pub use cuda_h::HStepBuffers;
 pub use domain::{coset_generator, vanishing_inverse_on_coset, Domain, MAX_LOG_N};
 pub use h::h_polynomial_cpu;
