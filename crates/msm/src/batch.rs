@@ -16,12 +16,22 @@ use zkpipe_pinned::PinnedBuffer;
 use zkpipe_stream::{copy_scope, download, InFlight, Pinned};
 
 use crate::cuda::{CudaError, CudaMsm, DeviceBases, GpuCurve, Multiples};
-use crate::pippenger::{combine, Capacity, Digits, Plan, Workspace};
+use crate::kernels::{BucketWrite, DensityMap, MsmKernels, SplitMaps};
+use crate::pippenger::{combine, BucketRun, Capacity, Digits, Plan, Workspace};
 use crate::split::SplitChunk;
 use crate::{Bases, MsmError, SplitQuery, SplitScalars};
 
 /// Groups the partial sums of the ones are folded into before they are read back.
 const ONES_GROUPS: usize = 256;
+
+/// Where a batch's bases are while its kernels read them, for sizing its device memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BasesAt {
+    /// Resident on the device: the batch holds no point buffers.
+    Device,
+    /// Streamed from host memory through the batch's two point buffers.
+    Host,
+}
 
 /// Where an MSM's bases are.
 #[derive(Debug)]
@@ -132,8 +142,8 @@ pub struct Ticket(usize);
 /// Results of one MSM on their way to pinned memory.
 #[derive(Debug)]
 struct Pending<J: bytemuck::Pod> {
-    /// The window results, and the plan that reduces them.
-    windows: Option<(Plan, InFlight<PinnedBuffer<J>>)>,
+    /// The window results on their way to pinned memory.
+    windows: Option<WindowSums<InFlight<PinnedBuffer<J>>>>,
     ones: Option<InFlight<PinnedBuffer<J>>>,
     /// Device buffers the kernels and copies still use.
     _device: Vec<DeviceBuffer<J>>,
@@ -232,8 +242,8 @@ impl CudaMsm {
 
     /// Device bytes of a batch of chunks of `chunk` points running `msms` MSMs: the
     /// workspace, each MSM's results, and the two point buffers when bases are streamed.
-    pub fn batch_bytes<C: GpuCurve>(&self, chunk: usize, msms: usize, streamed: bool) -> usize {
-        self.batch_bytes_for::<C>(chunk, msms, streamed, None)
+    pub fn batch_bytes<C: GpuCurve>(&self, chunk: usize, msms: usize, bases: BasesAt) -> usize {
+        self.batch_bytes_for::<C>(chunk, msms, bases, None)
     }
 
     /// As [`CudaMsm::batch_bytes`], for memory from [`CudaMsm::batch_memory_for`].
@@ -241,16 +251,16 @@ impl CudaMsm {
         &self,
         chunk: usize,
         msms: usize,
-        streamed: bool,
+        bases: BasesAt,
         multiples: Option<Multiples>,
     ) -> usize {
         let jac = std::mem::size_of::<C::Jacobian>();
         let plans = self.batch_plans(chunk.max(32), multiples);
         let out_len = plans.iter().map(Plan::out_len).max().unwrap_or(0);
         let results = (out_len + ones_threads(self) + ONES_GROUPS) * jac;
-        let slots = match streamed {
-            true => 2 * plans[0].n * std::mem::size_of::<C::GpuAffine>(),
-            false => 0,
+        let slots = match bases {
+            BasesAt::Host => 2 * plans[0].n * std::mem::size_of::<C::GpuAffine>(),
+            BasesAt::Device => 0,
         };
         Capacity::of(&plans).bytes(jac) + msms * results + slots
     }
@@ -311,18 +321,26 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
             None => self.select(n.min(step))?,
         };
         let stride = bases.len();
-        let mut first = true;
-        self.each_chunk(&bases, &chunks, |b, ws, (k, s, buf, ready)| {
-            let (lo, hi) = chunks[k];
-            let v_lo = if b.is_resident() { lo } else { 0 };
-            let digits = Digits::Dense {
-                scalars,
-                lo,
-                v_lo,
-                stride,
+        let mut write = BucketWrite::Overwrite;
+        self.each_chunk(&bases, &chunks, |ws, c| {
+            let (lo, hi) = chunks[c.index];
+            let v_lo = match c.at {
+                BasesAt::Device => lo,
+                BasesAt::Host => 0,
             };
-            let acc = !std::mem::take(&mut first);
-            ws.buckets_of::<C>(b.kernels(), s, buf, digits, hi - lo, acc, ready, None)
+            let run = BucketRun {
+                bases: c.bases,
+                digits: Digits::Dense {
+                    scalars,
+                    lo,
+                    v_lo,
+                    stride,
+                },
+                n: hi - lo,
+                write: std::mem::replace(&mut write, BucketWrite::Add),
+                points_ready: c.ready,
+            };
+            ws.buckets::<C>(c.kernels, c.stream, run, None)
         })?;
         let windows = (!chunks.is_empty()).then_some(run);
         self.results(windows, None)
@@ -360,36 +378,56 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
         let ctx = msm.context();
         let mut partial = DeviceBuffer::<C::Jacobian>::alloc(ctx, self.ones_threads)?;
         partial.zero_async(msm.stream())?;
-        let [density, prefix, sel, sel_prefix] = &query.maps;
-        let (map, ones) = ((density, prefix), (sel, sel_prefix));
-        let tail = (&split.tail, &split.index);
+        let [words, prefix, selected, selected_prefix] = &query.maps;
+        let maps = SplitMaps {
+            density: DensityMap { words, prefix },
+            ones: DensityMap {
+                words: selected,
+                prefix: selected_prefix,
+            },
+        };
         let longest_tail = chunks.iter().map(|c| c.tail.len()).max().unwrap_or(0);
         let run = self.select(longest_tail)?;
-        let mut first_tail = true;
+        let mut tail_write = BucketWrite::Overwrite;
         let chunk_ranges: Vec<(usize, usize)> = chunks
             .iter()
             .map(|c| (c.bases.start, c.bases.end))
             .collect();
-        self.each_chunk(&bases, &chunk_ranges, |b, ws, (k, s, buf, ready)| {
-            let c = &chunks[k];
-            let b_lo = if b.is_resident() { 0 } else { c.bases.start };
+        self.each_chunk(&bases, &chunk_ranges, |ws, at| {
+            let c = &chunks[at.index];
+            let b_lo = match at.at {
+                BasesAt::Device => 0,
+                BasesAt::Host => c.bases.start,
+            };
             if !c.tail.is_empty() {
-                let digits = Digits::Tail {
-                    tail,
-                    map,
-                    lo: c.tail.start,
-                    b_lo,
+                let run = BucketRun {
+                    bases: at.bases,
+                    digits: Digits::Tail {
+                        scalars: &split.tail,
+                        index: &split.index,
+                        map: maps.density,
+                        lo: c.tail.start,
+                        b_lo,
+                    },
+                    n: c.tail.len(),
+                    write: std::mem::replace(&mut tail_write, BucketWrite::Add),
+                    points_ready: at.ready,
                 };
-                let acc = !std::mem::take(&mut first_tail);
-                let n = c.tail.len();
-                ws.buckets_of::<C>(b.kernels(), s, buf, digits, n, acc, ready, None)?;
-            } else if let Some(e) = ready {
-                s.wait(e)?;
+                ws.buckets::<C>(at.kernels, at.stream, run, None)?;
+            } else if let Some(e) = at.ready {
+                at.stream.wait(e)?;
             }
-            let ck = C::kernels(b.kernels());
-            ck.ones(s, buf, map, ones, c.words.clone(), b_lo, &mut partial)
+            let ck = C::kernels(at.kernels);
+            ck.ones(
+                at.stream,
+                at.bases,
+                maps,
+                c.words.clone(),
+                b_lo,
+                &mut partial,
+            )
         })?;
-        let windows = (!first_tail).then_some(run);
+        let windows = (tail_write == BucketWrite::Add).then_some(run);
         self.results(windows, Some(partial))
     }
 
@@ -404,21 +442,24 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
         mut work: W,
     ) -> Result<(), CudaError>
     where
-        W: FnMut(
-            &Kernels<'_>,
-            &mut Workspace<C::Jacobian>,
-            (usize, &Stream, &DeviceBuffer<C::GpuAffine>, Option<&Event>),
-        ) -> Result<(), CudaError>,
+        W: FnMut(&mut Workspace<C::Jacobian>, ChunkOnDevice<'_, C>) -> Result<(), CudaError>,
     {
         let msm = self.msm;
         let (s, k) = (msm.stream(), msm.kernels());
         match bases {
             BaseSource::Resident(r) => {
-                let b = Kernels { k, resident: true };
                 let buf = CudaMsm::bases_buffer(r);
                 let ws = &mut memory(&mut self.mem)?.ws;
-                for i in 0..chunks.len() {
-                    work(&b, ws, (i, s, buf, None))?;
+                for index in 0..chunks.len() {
+                    let chunk = ChunkOnDevice {
+                        index,
+                        kernels: k,
+                        stream: s,
+                        bases: buf,
+                        at: BasesAt::Device,
+                        ready: None,
+                    };
+                    work(ws, chunk)?;
                 }
                 Ok(())
             }
@@ -429,7 +470,6 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
                     let n = mem.plan.n;
                     mem.slots = Some([DeviceBuffer::alloc(ctx, n)?, DeviceBuffer::alloc(ctx, n)?]);
                 }
-                let b = Kernels { k, resident: false };
                 let BatchMemory {
                     slots, copy, ws, ..
                 } = mem;
@@ -458,7 +498,15 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
                             BaseSource::Resident(_) => return Err(short),
                         }
                         let ready = copy.record()?;
-                        work(&b, ws, (i, s, &slots[slot], Some(&ready)))?;
+                        let chunk = ChunkOnDevice {
+                            index: i,
+                            kernels: k,
+                            stream: s,
+                            bases: &slots[slot],
+                            at: BasesAt::Host,
+                            ready: Some(&ready),
+                        };
+                        work(ws, chunk)?;
                         used[slot] = Some(s.record()?);
                     }
                     Ok(())
@@ -514,7 +562,10 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
                 let host = PinnedBuffer::new(ctx, out.len())?;
                 let inflight = download(s, &out, 0, host)?;
                 device.push(out);
-                Some((plan, inflight))
+                Some(WindowSums {
+                    plan,
+                    sums: inflight,
+                })
             }
             None => None,
         };
@@ -560,11 +611,14 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
         let mut out = Vec::with_capacity(pending.len());
         for p in pending {
             let windows = match p.windows {
-                Some((plan, w)) => Some((plan, w.wait()?)),
+                Some(w) => Some(WindowSums {
+                    plan: w.plan,
+                    sums: w.sums.wait()?,
+                }),
                 None => None,
             };
             let ones = p.ones.map(|o| o.wait()).transpose()?;
-            out.push((windows, ones));
+            out.push(MsmParts { windows, ones });
         }
         let mem = self.mem.take().ok_or(CudaError::Chunk { chunk: 0 })?;
         Ok((MsmResults { parts: out }, mem))
@@ -592,43 +646,52 @@ impl<C: GpuCurve> Drop for MsmBatch<'_, C> {
     }
 }
 
-/// The kernels, and whether the bases in use are resident (their indices global) or a
-/// streamed chunk (indices from the chunk's start).
-struct Kernels<'a> {
-    k: &'a crate::kernels::MsmKernels,
-    resident: bool,
+/// One chunk of a batch's bases on the device, as the kernels over it see it.
+struct ChunkOnDevice<'a, C: GpuCurve> {
+    /// Which chunk.
+    index: usize,
+    kernels: &'a MsmKernels,
+    stream: &'a Stream,
+    /// The points: the resident buffer (indices global) or a point buffer holding the chunk
+    /// (indices from the chunk's start).
+    bases: &'a DeviceBuffer<C::GpuAffine>,
+    at: BasesAt,
+    /// Recorded when the chunk's copy is done (streamed bases only).
+    ready: Option<&'a Event>,
 }
 
-impl Kernels<'_> {
-    fn kernels(&self) -> &crate::kernels::MsmKernels {
-        self.k
-    }
-
-    fn is_resident(&self) -> bool {
-        self.resident
-    }
+/// Window results of one MSM (in pinned memory, or on their way there), with the plan that
+/// reduces them.
+#[derive(Debug)]
+struct WindowSums<B> {
+    plan: Plan,
+    sums: B,
 }
 
-/// What one MSM left in pinned memory: window results (with the plan that reduces them) and
-/// folded partial sums of the ones.
-type Parts<J> = (Option<(Plan, PinnedBuffer<J>)>, Option<PinnedBuffer<J>>);
+/// What one MSM left in pinned memory: its window sums and the folded partial sums of its
+/// ones (split MSMs).
+#[derive(Debug)]
+struct MsmParts<J> {
+    windows: Option<WindowSums<PinnedBuffer<J>>>,
+    ones: Option<PinnedBuffer<J>>,
+}
 
 /// A finished batch's results in pinned memory.
 #[derive(Debug)]
 pub struct MsmResults<C: GpuCurve> {
-    parts: Vec<Parts<C::Jacobian>>,
+    parts: Vec<MsmParts<C::Jacobian>>,
 }
 
 impl<C: GpuCurve> MsmResults<C> {
     /// The sum of MSM `t`.
     pub fn sum(&self, t: Ticket) -> Result<C::Projective, CudaError> {
-        let (windows, ones) = self.parts.get(t.0).ok_or(CudaError::BufferTooSmall {
+        let MsmParts { windows, ones } = self.parts.get(t.0).ok_or(CudaError::BufferTooSmall {
             what: "batch results (a ticket of another batch)",
             len: self.parts.len(),
             needed: t.0 + 1,
         })?;
         let mut acc = match windows {
-            Some((plan, w)) => combine::<C>(plan, w),
+            Some(w) => combine::<C>(&w.plan, &w.sums),
             None => C::Projective::identity(),
         };
         if let Some(o) = ones {

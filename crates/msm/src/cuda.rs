@@ -10,8 +10,8 @@ use rayon::prelude::*;
 use zkpipe_cuda::{Context, DeviceBuffer, Event, Stream};
 use zkpipe_field::{cast, layout};
 
-use crate::kernels::{CurveKernels, MsmKernels};
-use crate::pippenger::{combine, Plan, Workspace};
+use crate::kernels::{BucketWrite, CurveKernels, MsmKernels};
+use crate::pippenger::{combine, BucketRun, Digits, Plan, Workspace};
 use crate::{Bases, Density, Msm, MsmError};
 
 /// Errors of the CUDA MSM.
@@ -566,7 +566,14 @@ impl CudaMsm {
             None
         };
         let (k, st) = (&self.k, &self.stream);
-        ws.buckets::<C>(k, st, &bases.buf, scalars, n, false, None, marks.as_ref())?;
+        let run = BucketRun {
+            bases: &bases.buf,
+            digits: Digits::dense(scalars, n),
+            n,
+            write: BucketWrite::Overwrite,
+            points_ready: None,
+        };
+        ws.buckets::<C>(k, st, run, marks.as_ref())?;
         ws.windows::<C>(k, st, &mut out, marks.as_ref())?;
         self.stream.synchronize()?;
         let t = std::time::Instant::now();

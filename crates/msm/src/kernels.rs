@@ -126,7 +126,117 @@ fn need(what: &'static str, len: usize, needed: usize) -> Result<(), CudaError> 
 
 /// A density bitmap on the device: its words, and for each word the number of selected
 /// variables before it (one entry more than the words).
-pub type DensityMap<'a> = (&'a DeviceBuffer<u32>, &'a DeviceBuffer<u32>);
+#[derive(Debug, Clone, Copy)]
+pub struct DensityMap<'a> {
+    pub words: &'a DeviceBuffer<u32>,
+    pub prefix: &'a DeviceBuffer<u32>,
+}
+
+impl DensityMap<'_> {
+    /// A prefix entry for each word and one past the last.
+    fn check(&self) -> Result<(), CudaError> {
+        need("density prefix", self.prefix.len(), self.words.len() + 1)
+    }
+}
+
+/// A split MSM query's two bitmaps: the variables its bases stand for (`density`), and of
+/// those, the ones whose scalar is one (`ones`).
+#[derive(Debug, Clone, Copy)]
+pub struct SplitMaps<'a> {
+    pub density: DensityMap<'a>,
+    pub ones: DensityMap<'a>,
+}
+
+/// A Pippenger run's windows: `count` windows of `bits` bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowShape {
+    pub bits: u32,
+    pub count: u32,
+}
+
+/// Where a run's digits go: each digit's key (its window's bucket) and value (its base).
+#[derive(Debug)]
+pub struct DigitsOut<'a> {
+    pub keys: &'a mut DeviceBuffer<u32>,
+    pub vals: &'a mut DeviceBuffer<u32>,
+}
+
+/// Scalars `lo..lo + n` of a dense MSM: scalar `lo + i` gets the value `v_lo + i`, the index
+/// of its base in the buffer the bucket sums read, which holds `bases` points.
+#[derive(Debug, Clone, Copy)]
+pub struct DenseScalars<'a> {
+    pub scalars: &'a DeviceBuffer<Fr>,
+    pub lo: usize,
+    pub n: usize,
+    pub v_lo: usize,
+    pub bases: usize,
+}
+
+/// Tail entries `lo..lo + n` of a split MSM: entry j is variable `index[j]` with scalar
+/// `scalars[j]`; a variable outside `map`'s density gets no digit, a selected one the value
+/// (its rank) - `b_lo`, which the caller keeps below the bases its buffer holds.
+#[derive(Debug, Clone, Copy)]
+pub struct TailScalars<'a> {
+    pub scalars: &'a DeviceBuffer<Fr>,
+    pub index: &'a DeviceBuffer<u32>,
+    pub map: DensityMap<'a>,
+    pub lo: usize,
+    pub n: usize,
+    pub b_lo: usize,
+}
+
+/// The tasks of the bucket sums: for each of `buckets` buckets, the index of its first task
+/// and the number of its tasks, a task summing at most `size` of the bucket's points; no
+/// bucket has more than `most` tasks.
+#[derive(Debug, Clone, Copy)]
+pub struct Tasks<'a> {
+    pub offsets: &'a DeviceBuffer<u32>,
+    pub counts: &'a DeviceBuffer<u32>,
+    pub buckets: usize,
+    pub size: u32,
+    pub most: usize,
+}
+
+impl Tasks<'_> {
+    /// Task tables of at least one bucket, beside its points' `counts`, and a task size of at
+    /// least 1.
+    fn check(&self, counts: &DeviceBuffer<u32>) -> Result<(), CudaError> {
+        need("counts", counts.len(), self.buckets)?;
+        need("task offsets", self.offsets.len(), self.buckets)?;
+        need("tasks", self.counts.len(), self.buckets)?;
+        if self.buckets == 0 || self.size == 0 {
+            return Err(CudaError::BufferTooSmall {
+                what: "buckets",
+                len: self.buckets,
+                needed: 1,
+            });
+        }
+        Ok(())
+    }
+
+    /// The bucket count as the kernels take it.
+    fn buckets32(&self) -> Result<u32, CudaError> {
+        u32::try_from(self.buckets).map_err(|_| CudaError::TooLarge { n: self.buckets })
+    }
+}
+
+/// The sorted buckets: each bucket's values (base indices) in `sorted`, from its offset, as
+/// many as its count.
+#[derive(Debug, Clone, Copy)]
+pub struct SortedBuckets<'a> {
+    pub sorted: &'a DeviceBuffer<u32>,
+    pub offsets: &'a DeviceBuffer<u32>,
+    pub counts: &'a DeviceBuffer<u32>,
+}
+
+/// How the task reduction writes the bucket sums.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BucketWrite {
+    /// The sums replace what the buffer held.
+    Overwrite,
+    /// The sums are added to what the buffer held (a streamed MSM's later chunks).
+    Add,
+}
 
 /// An index or count that the kernels take as a 32-bit integer.
 fn index32(n: usize) -> Result<u32, CudaError> {
@@ -136,13 +246,13 @@ fn index32(n: usize) -> Result<u32, CudaError> {
 /// The outputs of a digits kernel over n scalars.
 fn check_digit_outputs(
     n: usize,
-    (c, nw): (u32, u32),
-    keys: &DeviceBuffer<u32>,
-    vals: &DeviceBuffer<u32>,
+    window: WindowShape,
+    out: &DigitsOut<'_>,
 ) -> Result<(), CudaError> {
+    let WindowShape { bits: c, count: nw } = window;
     let m = n * nw as usize;
-    need("keys", keys.len(), m)?;
-    need("values", vals.len(), m)?;
+    need("keys", out.keys.len(), m)?;
+    need("values", out.vals.len(), m)?;
     if !(2..=24).contains(&c) || nw * c < crate::pippenger::DIGIT_BITS {
         return Err(CudaError::Window { c, nw });
     }
@@ -446,24 +556,28 @@ impl MsmKernels {
         })
     }
 
-    /// Signed-digit keys and values of `nw` windows of `c` bits for each scalar of
-    /// `scalars[lo..lo + n]`; scalar `lo + i` gets the value `i + v_lo` (the index of its base
-    /// in the buffer the bucket sums read, of `bases` points), plus `copy · stride` for a
-    /// window read from copy `copy` of bases with precomputed multiples.
-    #[allow(clippy::too_many_arguments)]
+    /// Signed-digit keys and values of the windows of `window` for each scalar of `input`,
+    /// plus `copy · stride` in the value of a window read from copy `copy` of bases with
+    /// precomputed multiples.
     pub fn digits(
         &self,
         s: &Stream,
-        scalars: &DeviceBuffer<Fr>,
-        (lo, n): (usize, usize),
-        (v_lo, bases): (usize, usize),
-        (c, nw): (u32, u32),
+        input: DenseScalars<'_>,
+        window: WindowShape,
         copies: Copies,
-        keys: &mut DeviceBuffer<u32>,
-        vals: &mut DeviceBuffer<u32>,
+        out: DigitsOut<'_>,
     ) -> Result<(), CudaError> {
+        let DenseScalars {
+            scalars,
+            lo,
+            n,
+            v_lo,
+            bases,
+        } = input;
         need("scalars", scalars.len(), lo + n)?;
-        check_digit_outputs(n, (c, nw), keys, vals)?;
+        check_digit_outputs(n, window, &out)?;
+        let WindowShape { bits: c, count: nw } = window;
+        let DigitsOut { keys, vals } = out;
         let reach = copies.reach(v_lo + n)?;
         need("bases", bases, reach)?;
         let lo32 = index32(lo + n).map(|_| lo as u32)?;
@@ -486,28 +600,32 @@ impl MsmKernels {
         Ok(())
     }
 
-    /// The digits of the tail entries `lo..lo + n` of a split MSM: entry j is variable
-    /// `tail.index[j]` with scalar `tail.scalars[j]`; a variable outside `map`'s density gets no
-    /// key, a selected one its digits with the value (its rank) - `b_lo`, which the caller
-    /// keeps below the bases its buffer holds (a split query's chunks).
-    #[allow(clippy::too_many_arguments)]
+    /// The digits of a split MSM's tail entries (`input`, a split query's chunk).
     pub fn digits_tail(
         &self,
         s: &Stream,
-        tail: (&DeviceBuffer<Fr>, &DeviceBuffer<u32>),
-        map: DensityMap<'_>,
-        (lo, n): (usize, usize),
-        b_lo: usize,
-        (c, nw): (u32, u32),
-        keys: &mut DeviceBuffer<u32>,
-        vals: &mut DeviceBuffer<u32>,
+        input: TailScalars<'_>,
+        window: WindowShape,
+        out: DigitsOut<'_>,
     ) -> Result<(), CudaError> {
-        let (scalars, index) = tail;
+        let TailScalars {
+            scalars,
+            index,
+            map,
+            lo,
+            n,
+            b_lo,
+        } = input;
         need("tail scalars", scalars.len(), lo + n)?;
         need("tail indices", index.len(), lo + n)?;
-        check_digit_outputs(n, (c, nw), keys, vals)?;
-        let (density, prefix) = map;
-        need("density prefix", prefix.len(), density.len() + 1)?;
+        check_digit_outputs(n, window, &out)?;
+        map.check()?;
+        let DensityMap {
+            words: density,
+            prefix,
+        } = map;
+        let WindowShape { bits: c, count: nw } = window;
+        let DigitsOut { keys, vals } = out;
         let lo32 = index32(lo + n).map(|_| lo as u32)?;
         let n32 = index32(n)?;
         let b32 = index32(b_lo)?;
@@ -731,7 +849,6 @@ impl MsmKernels {
 
     /// The sort's second pass: each staged value of `pass` at the next place of its bucket in
     /// `sorted`, `cursor` starting at the bucket offsets.
-    #[allow(clippy::too_many_arguments)]
     pub fn bucket_scatter(
         &self,
         s: &Stream,
@@ -833,48 +950,25 @@ fn fold_steps(most: usize) -> Result<(Vec<u32>, u32), CudaError> {
     Ok((folds, u32::try_from(step).map_err(too_many)?))
 }
 
-/// Bucket counts and task tables of `total` buckets, and a task size of at least 1.
-fn check_tasks(
-    counts: &DeviceBuffer<u32>,
-    (task_offsets, task_counts): (&DeviceBuffer<u32>, &DeviceBuffer<u32>),
-    total: usize,
-    t: u32,
-) -> Result<(), CudaError> {
-    need("counts", counts.len(), total)?;
-    need("task offsets", task_offsets.len(), total)?;
-    need("tasks", task_counts.len(), total)?;
-    if total == 0 || t == 0 {
-        return Err(CudaError::BufferTooSmall {
-            what: "buckets",
-            len: total,
-            needed: 1,
-        });
-    }
-    Ok(())
-}
-
 impl MsmKernels {
     /// For each task slot g < slots: keys[g] = t - (task g's length), vals[g] = g and
     /// bucket_of[g] = its bucket; slots past the task count get the no-key marker. Sorted by
     /// key, the tasks come longest first.
-    #[allow(clippy::too_many_arguments)]
     pub fn task_keys(
         &self,
         s: &Stream,
         counts: &DeviceBuffer<u32>,
-        tasks: (&DeviceBuffer<u32>, &DeviceBuffer<u32>),
-        total: usize,
-        t: u32,
-        keys: &mut DeviceBuffer<u32>,
-        vals: &mut DeviceBuffer<u32>,
+        tasks: Tasks<'_>,
+        out: DigitsOut<'_>,
         bucket_of: &mut DeviceBuffer<u32>,
     ) -> Result<(), CudaError> {
-        let (task_offsets, task_counts) = tasks;
-        check_tasks(counts, tasks, total, t)?;
+        tasks.check(counts)?;
+        let DigitsOut { keys, vals } = out;
         let slots = keys.len();
         need("task values", vals.len(), slots)?;
         need("task buckets", bucket_of.len(), slots)?;
-        let t32 = u32::try_from(total).map_err(|_| CudaError::TooLarge { n: total })?;
+        let t32 = tasks.buckets32()?;
+        let (task_offsets, task_counts, t) = (tasks.offsets, tasks.counts, tasks.size);
         let s32 = u32::try_from(slots).map_err(|_| CudaError::TooLarge { n: slots })?;
         // SAFETY: thread g < slots writes keys/vals/bucket_of[g] (all hold slots entries) and
         // reads the task tables below total (checked).
@@ -901,7 +995,11 @@ impl MsmKernels {
 
 /// An order of the task slots (a permutation of the tasks) and each task's bucket, from
 /// [`MsmKernels::task_keys`] and a counting sort.
-pub type TaskOrder<'a> = (&'a DeviceBuffer<u32>, &'a DeviceBuffer<u32>);
+#[derive(Debug, Clone, Copy)]
+pub struct TaskOrder<'a> {
+    pub order: &'a DeviceBuffer<u32>,
+    pub bucket_of: &'a DeviceBuffer<u32>,
+}
 
 impl CurveKernels {
     /// `out[j·n + i]` = 2^(c·j) · `bases[i]` for i < n and j < `copies`.
@@ -933,29 +1031,27 @@ impl CurveKernels {
 
     /// partial[k] = the sum of task k's points: task j of bucket b covers its points
     /// [j·t, (j + 1)·t). `partial` holds at least the number of tasks.
-    #[allow(clippy::too_many_arguments)]
     pub fn task_sums<A: Pod, J: Pod>(
         &self,
         s: &Stream,
         bases: &DeviceBuffer<A>,
-        n: usize,
-        sorted: &DeviceBuffer<u32>,
-        offsets: &DeviceBuffer<u32>,
-        counts: &DeviceBuffer<u32>,
-        tasks: (&DeviceBuffer<u32>, &DeviceBuffer<u32>),
-        total: usize,
-        t: u32,
+        buckets: SortedBuckets<'_>,
+        tasks: Tasks<'_>,
         order: TaskOrder<'_>,
         partial: &mut DeviceBuffer<J>,
     ) -> Result<(), CudaError> {
-        let (task_offsets, task_counts) = tasks;
-        need("bases", bases.len(), n)?;
-        let (order, bucket_of) = order;
+        let SortedBuckets {
+            sorted,
+            offsets,
+            counts,
+        } = buckets;
+        let TaskOrder { order, bucket_of } = order;
         need("task order", order.len(), partial.len())?;
         need("task buckets", bucket_of.len(), partial.len())?;
-        need("offsets", offsets.len(), total)?;
-        check_tasks(counts, tasks, total, t)?;
-        let t32 = u32::try_from(total).map_err(|_| CudaError::TooLarge { n: total })?;
+        need("offsets", offsets.len(), tasks.buckets)?;
+        tasks.check(counts)?;
+        let t32 = tasks.buckets32()?;
+        let (task_offsets, task_counts, t) = (tasks.offsets, tasks.counts, tasks.size);
         // The batch-affine kernel takes split.per_thread task slots a thread, each split
         // into split.parts runs; the XYZZ kernel one slot a thread.
         let split = self.task_split(partial.len());
@@ -1012,29 +1108,28 @@ impl CurveKernels {
         split
     }
 
-    /// sums[b] = the sum of bucket b's task sums (`+=` when `accumulate`): first levels of a
+    /// sums[b] = the sum of bucket b's task sums (`+=` with [`BucketWrite::Add`]): first levels of a
     /// tree over each bucket's tasks, each adding [`TASK_FOLD`] task sums into one, then one
-    /// thread a bucket adding what the levels left. `most`, a bound on any bucket's tasks,
-    /// sets the levels so that at most [`TASK_FOLD`] are left; the sum is right for any count,
+    /// thread a bucket adding what the levels left. `tasks.most`, a bound on any bucket's
+    /// tasks, sets the levels so that at most [`TASK_FOLD`] are left; the sum is right for any count,
     /// a bucket beyond the bound only leaving its thread more to add.
-    #[allow(clippy::too_many_arguments)]
     pub fn task_reduce<J: Pod>(
         &self,
         s: &Stream,
         partial: &mut DeviceBuffer<J>,
-        tasks: (&DeviceBuffer<u32>, &DeviceBuffer<u32>),
+        tasks: Tasks<'_>,
         bucket_of: &DeviceBuffer<u32>,
-        total: usize,
-        most: usize,
-        accumulate: bool,
+        write: BucketWrite,
         sums: &mut DeviceBuffer<J>,
     ) -> Result<(), CudaError> {
-        let (task_offsets, task_counts) = tasks;
+        let (task_offsets, task_counts, total) = (tasks.offsets, tasks.counts, tasks.buckets);
         need("task offsets", task_offsets.len(), total)?;
         need("tasks", task_counts.len(), total)?;
         need("task buckets", bucket_of.len(), partial.len())?;
         need("bucket sums", sums.len(), total)?;
-        let t32 = u32::try_from(total).map_err(|_| CudaError::TooLarge { n: total })?;
+        let t32 = tasks.buckets32()?;
+        let add = u32::from(write == BucketWrite::Add);
+        let most = tasks.most;
         let (folds, step) = fold_steps(most)?;
         for step in folds {
             // SAFETY: thread g below the device-side task count (at most partial.len(), which
@@ -1063,7 +1158,7 @@ impl CurveKernels {
                     task_counts,
                     &t32,
                     &step,
-                    &u32::from(accumulate),
+                    &add,
                     &*sums,
                 ],
             )
@@ -1160,20 +1255,24 @@ impl CurveKernels {
     /// density, `sel_prefix` its bits before each word). Bases hold the selected variables
     /// from rank `b_lo` on; the caller keeps every rank in the words below `b_lo` +
     /// `bases.len()` (a split query's chunks).
-    #[allow(clippy::too_many_arguments)]
     pub fn ones<A: Pod, J: Pod>(
         &self,
         s: &Stream,
         bases: &DeviceBuffer<A>,
-        map: DensityMap<'_>,
-        sel: DensityMap<'_>,
+        maps: SplitMaps<'_>,
         words: std::ops::Range<usize>,
         b_lo: usize,
         partial: &mut DeviceBuffer<J>,
     ) -> Result<(), CudaError> {
-        let (density, prefix) = map;
-        let (sel, sel_prefix) = sel;
-        need("density prefix", prefix.len(), density.len() + 1)?;
+        maps.density.check()?;
+        let DensityMap {
+            words: density,
+            prefix,
+        } = maps.density;
+        let DensityMap {
+            words: sel,
+            prefix: sel_prefix,
+        } = maps.ones;
         need("selection", sel.len(), density.len())?;
         need("selection prefix", sel_prefix.len(), density.len() + 1)?;
         need("density words", density.len(), words.end)?;

@@ -33,7 +33,9 @@ mod streamed;
 pub mod testgen;
 
 pub use bases::{scalars_from_le_bytes, Bases, Point};
-pub use batch::{BaseSource, BatchMemory, DeviceQuery, DeviceSplit, MsmBatch, MsmResults, Ticket};
+pub use batch::{
+    BaseSource, BasesAt, BatchMemory, DeviceQuery, DeviceSplit, MsmBatch, MsmResults, Ticket,
+};
 pub use cpu::CpuMsm;
 pub use cuda::{CudaError, CudaMsm, DeviceBases, GpuCurve, Multiples, ScalarKind, G1, G2};
 pub use density::Density;

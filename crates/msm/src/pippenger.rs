@@ -10,7 +10,10 @@ use zkpipe_cuda::{Context, DeviceBuffer, Event, Stream};
 use zkpipe_field::Fr;
 
 use crate::cuda::{CudaError, GpuCurve};
-use crate::kernels::{scan_tiles, Copies, DensityMap, MsmKernels, SortPass, MAX_BINS};
+use crate::kernels::{
+    scan_tiles, BucketWrite, Copies, DenseScalars, DensityMap, DigitsOut, MsmKernels, SortPass,
+    SortedBuckets, TailScalars, TaskOrder, Tasks, WindowShape, MAX_BINS,
+};
 
 /// The window width for n points.
 ///
@@ -320,11 +323,36 @@ pub(crate) enum Digits<'a> {
     /// Tail entries `lo..lo + n` of a split MSM (scalars, variable indices), through a query's
     /// density; an entry reads the base of its variable's rank, minus `b_lo`.
     Tail {
-        tail: (&'a DeviceBuffer<Fr>, &'a DeviceBuffer<u32>),
+        scalars: &'a DeviceBuffer<Fr>,
+        index: &'a DeviceBuffer<u32>,
         map: DensityMap<'a>,
         lo: usize,
         b_lo: usize,
     },
+}
+
+impl<'a> Digits<'a> {
+    /// The first scalars of `scalars`, one a base.
+    pub(crate) fn dense(scalars: &'a DeviceBuffer<Fr>, n: usize) -> Self {
+        Digits::Dense {
+            scalars,
+            lo: 0,
+            v_lo: 0,
+            stride: n,
+        }
+    }
+}
+
+/// One bucket phase: `n` digits from `digits` over the points of `bases` (which the bucket
+/// sums wait for `points_ready` to read, when given), written into the bucket sums as `write`
+/// says.
+#[derive(Debug)]
+pub(crate) struct BucketRun<'a, A> {
+    pub bases: &'a DeviceBuffer<A>,
+    pub digits: Digits<'a>,
+    pub n: usize,
+    pub write: BucketWrite,
+    pub points_ready: Option<&'a Event>,
 }
 
 /// Device buffers of one Pippenger run, reusable for any n up to the plan's.
@@ -400,45 +428,23 @@ impl<J: bytemuck::Pod> Workspace<J> {
         self.plan
     }
 
-    /// Enqueues the bucket phase for the first `n` bases and scalars on `s`: digits, the
-    /// counting sort, and the bucket sums, added to the previous sums when `accumulate` (the
-    /// streamed mode's later chunks). The bucket sums, the first kernel to read `bases`,
-    /// wait for `points_ready` when given (the digits and the sort need only the scalars).
-    /// `marks[0..3]` are recorded between the phases.
-    #[allow(clippy::too_many_arguments)]
+    /// Enqueues the bucket phase of `run` on `s`: digits, the counting sort, and the bucket
+    /// sums (the first kernel to read the bases). `marks[0..3]` are recorded between the
+    /// phases.
     pub fn buckets<C: GpuCurve<Jacobian = J>>(
         &mut self,
         k: &MsmKernels,
         s: &Stream,
-        bases: &DeviceBuffer<C::GpuAffine>,
-        scalars: &DeviceBuffer<Fr>,
-        n: usize,
-        accumulate: bool,
-        points_ready: Option<&Event>,
+        run: BucketRun<'_, C::GpuAffine>,
         marks: Option<&[Event; 5]>,
     ) -> Result<(), CudaError> {
-        let digits = Digits::Dense {
-            scalars,
-            lo: 0,
-            v_lo: 0,
-            stride: n,
-        };
-        self.buckets_of::<C>(k, s, bases, digits, n, accumulate, points_ready, marks)
-    }
-
-    /// As [`Workspace::buckets`], for `n` digits from `digits`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn buckets_of<C: GpuCurve<Jacobian = J>>(
-        &mut self,
-        k: &MsmKernels,
-        s: &Stream,
-        bases: &DeviceBuffer<C::GpuAffine>,
-        digits: Digits<'_>,
-        n: usize,
-        accumulate: bool,
-        points_ready: Option<&Event>,
-        marks: Option<&[Event; 5]>,
-    ) -> Result<(), CudaError> {
+        let BucketRun {
+            bases,
+            digits,
+            n,
+            write,
+            points_ready,
+        } = run;
         let p = self.plan;
         if n > p.n {
             return Err(CudaError::BufferTooSmall {
@@ -454,8 +460,14 @@ impl<J: bytemuck::Pod> Workspace<J> {
         let total = p.total();
         mark(marks, 0, s)?;
         self.counts.zero_async(s)?;
-        let window = (p.c, p.nw);
-        let (keys, vals) = (&mut self.keys, &mut self.vals);
+        let window = WindowShape {
+            bits: p.c,
+            count: p.nw,
+        };
+        let out = DigitsOut {
+            keys: &mut self.keys,
+            vals: &mut self.vals,
+        };
         match digits {
             Digits::Dense {
                 scalars,
@@ -463,19 +475,36 @@ impl<J: bytemuck::Pod> Workspace<J> {
                 v_lo,
                 stride,
             } => {
-                let v = (v_lo, bases.len());
                 let copies = match p.copies {
                     1 => Copies::ONE,
                     copies => Copies { copies, stride },
                 };
-                k.digits(s, scalars, (lo, n), v, window, copies, keys, vals)?
+                let input = DenseScalars {
+                    scalars,
+                    lo,
+                    n,
+                    v_lo,
+                    bases: bases.len(),
+                };
+                k.digits(s, input, window, copies, out)?
             }
             Digits::Tail {
-                tail,
+                scalars,
+                index,
                 map,
                 lo,
                 b_lo,
-            } => k.digits_tail(s, tail, map, (lo, n), b_lo, window, keys, vals)?,
+            } => {
+                let input = TailScalars {
+                    scalars,
+                    index,
+                    map,
+                    lo,
+                    n,
+                    b_lo,
+                };
+                k.digits_tail(s, input, window, out)?
+            }
         }
         mark(marks, 1, s)?;
         k.histogram(s, &self.keys, m, &mut self.counts, total)?;
@@ -490,35 +519,35 @@ impl<J: bytemuck::Pod> Workspace<J> {
             total,
             &mut self.tiles,
         )?;
-        let tasks = (&self.task_offsets, &self.tasks);
-        self.order.sort(k, s, &self.counts, tasks, total, p.t)?;
-        let order = (&self.order.order, &self.order.bucket_of);
+        let tasks = Tasks {
+            offsets: &self.task_offsets,
+            counts: &self.tasks,
+            buckets: total,
+            size: p.t,
+            most: p.bucket_tasks_at_most(n),
+        };
+        self.order.sort(k, s, &self.counts, tasks)?;
+        let order = TaskOrder {
+            order: &self.order.order,
+            bucket_of: &self.order.bucket_of,
+        };
         if let Some(e) = points_ready {
             s.wait(e)?;
         }
         let ck = C::kernels(k);
-        ck.task_sums(
-            s,
-            bases,
-            bases.len(),
-            &self.keys,
-            &self.offsets,
-            &self.counts,
-            tasks,
-            total,
-            p.t,
-            order,
-            &mut self.partial,
-        )?;
-        let most = p.bucket_tasks_at_most(n);
+        let buckets = SortedBuckets {
+            sorted: &self.keys,
+            offsets: &self.offsets,
+            counts: &self.counts,
+        };
+        ck.task_sums(s, bases, buckets, tasks, order, &mut self.partial)?;
+        let bucket_of = &self.order.bucket_of;
         ck.task_reduce(
             s,
             &mut self.partial,
             tasks,
-            &self.order.bucket_of,
-            total,
-            most,
-            accumulate,
+            bucket_of,
+            write,
             &mut self.sums,
         )?;
         mark(marks, 3, s)
@@ -611,22 +640,15 @@ impl TaskSort {
         k: &MsmKernels,
         s: &Stream,
         counts: &DeviceBuffer<u32>,
-        tasks: (&DeviceBuffer<u32>, &DeviceBuffer<u32>),
-        total: usize,
-        t: u32,
+        tasks: Tasks<'_>,
     ) -> Result<(), CudaError> {
         let slots = self.keys.len();
-        let lengths = t as usize;
-        k.task_keys(
-            s,
-            counts,
-            tasks,
-            total,
-            t,
-            &mut self.keys,
-            &mut self.vals,
-            &mut self.bucket_of,
-        )?;
+        let lengths = tasks.size as usize;
+        let out = DigitsOut {
+            keys: &mut self.keys,
+            vals: &mut self.vals,
+        };
+        k.task_keys(s, counts, tasks, out, &mut self.bucket_of)?;
         self.counts.zero_async(s)?;
         k.histogram(s, &self.keys, slots, &mut self.counts, lengths)?;
         k.scan(s, &self.counts, &mut self.offsets, lengths, &mut self.tiles)?;

@@ -29,7 +29,13 @@ pub struct SplitScalars {
 }
 
 /// One block's share of a [`SplitScalars`].
-type BlockSplit = (Vec<u32>, Vec<u32>, Vec<Fr>);
+struct BlockSplit {
+    /// Bitmap of the block's variables equal to one.
+    ones: Vec<u32>,
+    /// The tail: the other nonzero variables' indices, and their values.
+    index: Vec<u32>,
+    tail: Vec<Fr>,
+}
 
 /// Splits one block of z, the variables from `first` on, given as consecutive pieces (its
 /// limbs compared as they are: blstrs keeps scalars reduced, so one value has one encoding).
@@ -48,7 +54,7 @@ fn split_block<'a>(first: usize, len: usize, pieces: impl Iterator<Item = &'a [F
             tail.push(*s);
         }
     }
-    (ones, index, tail)
+    BlockSplit { ones, index, tail }
 }
 
 /// The pieces of `parts` (read as one sequence) that cover `range`, in order.
@@ -85,7 +91,7 @@ impl SplitScalars {
                 split_block(range.start, range.len(), pieces(parts, range))
             })
             .collect();
-        let tail_len = blocks.iter().map(|b| b.1.len()).sum();
+        let tail_len = blocks.iter().map(|b| b.tail.len()).sum();
         let mut out = Self {
             len,
             ones: Vec::with_capacity(len.div_ceil(32)),
@@ -93,10 +99,10 @@ impl SplitScalars {
             tail_index: Vec::with_capacity(tail_len),
             tail: Vec::with_capacity(tail_len),
         };
-        for (ones, index, tail) in blocks {
-            out.ones.extend_from_slice(&ones);
-            out.tail_index.extend_from_slice(&index);
-            out.tail.extend_from_slice(&tail);
+        for block in blocks {
+            out.ones.extend_from_slice(&block.ones);
+            out.tail_index.extend_from_slice(&block.index);
+            out.tail.extend_from_slice(&block.tail);
         }
         out.ones_count = out.ones.iter().map(|w| w.count_ones() as usize).sum();
         Ok(out)

@@ -16,7 +16,8 @@ use zkpipe_pinned::PinnedBuffer;
 use zkpipe_stream::{copy_scope, Pinned, PinnedMut, VramBudget};
 
 use crate::cuda::{CudaError, CudaMsm, GpuCurve, ScalarKind};
-use crate::pippenger::{combine, Workspace};
+use crate::kernels::BucketWrite;
+use crate::pippenger::{combine, BucketRun, Digits, Workspace};
 use crate::MsmError;
 
 /// How a streamed MSM runs.
@@ -98,16 +99,19 @@ impl CudaMsm {
         dense.max(boolean_threads(self) * jac + 4)
     }
 
-    /// Device bytes a streamed MSM of `n` points in chunks of `chunk` takes.
-    pub fn streamed_bytes<C: GpuCurve>(&self, n: usize, chunk: usize, boolean: bool) -> usize {
+    /// Device bytes a streamed MSM of `n` points in chunks of `chunk` takes, for scalars of
+    /// `kind` (with [`ScalarKind::Auto`], the larger of the two ways).
+    pub fn streamed_bytes<C: GpuCurve>(&self, n: usize, chunk: usize, kind: ScalarKind) -> usize {
         let chunk = chunk.min(n).max(1);
         let per_point = std::mem::size_of::<C::GpuAffine>() + std::mem::size_of::<Fr>();
         let jac = std::mem::size_of::<C::Jacobian>();
-        let work = if boolean {
-            2 * boolean_threads(self) * jac
-        } else {
-            let plan = self.plan(chunk);
-            plan.workspace_bytes(jac) + plan.out_len() * jac
+        let boolean = 2 * boolean_threads(self) * jac;
+        let plan = self.plan(chunk);
+        let dense = plan.workspace_bytes(jac) + plan.out_len() * jac;
+        let work = match kind {
+            ScalarKind::Boolean => boolean,
+            ScalarKind::Dense => dense,
+            ScalarKind::Auto => boolean.max(dense),
         };
         2 * chunk * per_point + work
     }
@@ -139,21 +143,20 @@ impl CudaMsm {
         if n >= 1 << 31 {
             return Err(CudaError::TooLarge { n });
         }
-        let boolean = match opts.kind {
-            ScalarKind::Dense => false,
-            ScalarKind::Boolean => true,
-            ScalarKind::Auto => is_boolean(scalars.as_slice()),
+        let kind = match opts.kind {
+            ScalarKind::Auto if is_boolean(scalars.as_slice()) => ScalarKind::Boolean,
+            ScalarKind::Auto => ScalarKind::Dense,
+            known => known,
         };
-        let bytes = self.streamed_bytes::<C>(n, opts.chunk, boolean);
+        let bytes = self.streamed_bytes::<C>(n, opts.chunk, kind);
         let _grant = match &opts.budget {
             Some(b) => Some(b.acquire(bytes, opts.budget_wait)?),
             None => None,
         };
         let chunk = opts.chunk.min(n);
-        if boolean {
-            self.streamed_boolean::<C>(bases, scalars, chunk)
-        } else {
-            self.streamed_dense::<C>(bases, scalars, chunk)
+        match kind {
+            ScalarKind::Boolean => self.streamed_boolean::<C>(bases, scalars, chunk),
+            ScalarKind::Dense | ScalarKind::Auto => self.streamed_dense::<C>(bases, scalars, chunk),
         }
     }
 
@@ -300,16 +303,23 @@ impl CudaMsm {
         let mut slot: Option<Workspace<C::Jacobian>> = None;
         let mut ws_ms = 0.0;
         self.stream_chunks::<C, _>(bases, scalars, chunk, 0, |p, x, len, _, ready| {
-            let (ws, acc) = match &mut slot {
-                Some(ws) => (ws, true),
+            let (ws, write) = match &mut slot {
+                Some(ws) => (ws, BucketWrite::Add),
                 None => {
                     let t = std::time::Instant::now();
                     let ws = slot.insert(Workspace::alloc(self.context(), plan)?);
                     ws_ms = t.elapsed().as_secs_f64() * 1e3;
-                    (ws, false)
+                    (ws, BucketWrite::Overwrite)
                 }
             };
-            ws.buckets::<C>(k, s, p, x, len, acc, Some(ready), None)
+            let run = BucketRun {
+                bases: p,
+                digits: Digits::dense(x, len),
+                n: len,
+                write,
+                points_ready: Some(ready),
+            };
+            ws.buckets::<C>(k, s, run, None)
         })?;
         let mut ws = slot.ok_or(CudaError::Chunk { chunk })?;
         let mut out = DeviceBuffer::<C::Jacobian>::alloc(self.context(), plan.out_len())?;

@@ -12,19 +12,39 @@ use zkpipe_pinned::PinnedMemory;
 use zkpipe_stream::upload;
 
 use crate::domain::Domain;
-use crate::kernels::{full_table_limit, Fused, NttKernels, PowerTables, ScaleAt, MAX_DEG};
+use crate::kernels::{
+    full_table_limit, Fused, NttKernels, PassShape, PowerTables, ScaleAt, MAX_DEG,
+};
 use crate::{Direction, Ntt, NttConfig, NttError, Ordering};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum TableKey {
     /// Powers of the domain's root of unity (or of its inverse).
-    Root { log_n: u32, inverse: bool },
+    Root { log_n: u32, dir: Direction },
     /// A constant times the powers of a coset shift (c · s^e), both as limbs.
     Shift {
         log_n: u32,
         base: [u32; 8],
         scale: [u32; 8],
     },
+}
+
+/// Whether a transform's first radix pass is still to run, or was done beforehand (into the
+/// scratch buffer, block by block as the input arrived).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FirstPass {
+    ToRun,
+    Done,
+}
+
+impl FirstPass {
+    /// [`FirstPass::Done`] where the input came in `blocks` column blocks (0: one plain copy).
+    pub(crate) fn after_blocks(blocks: usize) -> Self {
+        match blocks {
+            0 => FirstPass::ToRun,
+            _ => FirstPass::Done,
+        }
+    }
 }
 
 /// The NTT on one CUDA device. Work is enqueued on [`CudaNtt::stream`]; the `*_device`
@@ -173,13 +193,16 @@ impl CudaNtt {
     pub(crate) fn root_tables(
         &self,
         d: &Domain,
-        inverse: bool,
+        dir: Direction,
     ) -> Result<Arc<PowerTables>, NttError> {
-        let base = if inverse { d.omega_inv } else { d.omega };
+        let base = match dir {
+            Direction::Forward => d.omega,
+            Direction::Inverse => d.omega_inv,
+        };
         self.tables(
             TableKey::Root {
                 log_n: d.log_n,
-                inverse,
+                dir,
             },
             base,
             Scalar::ONE,
@@ -209,30 +232,34 @@ impl CudaNtt {
         d: &Domain,
         data: &mut DeviceBuffer<Fr>,
         scratch: &mut DeviceBuffer<Fr>,
-        inverse: bool,
+        dir: Direction,
         fused: Fused<'_>,
     ) -> Result<(), NttError> {
-        self.passes_from(d, data, scratch, inverse, fused, false)
+        self.passes_from(d, data, scratch, dir, fused, FirstPass::ToRun)
     }
 
-    /// [`CudaNtt::passes`], or with `first_done` the passes after the first, whose output (of
-    /// `data`, unscaled) is already in `scratch` ([`NttKernels::first_pass_columns`]).
+    /// [`CudaNtt::passes`], or with [`FirstPass::Done`] the passes after the first, whose
+    /// output (of `data`, unscaled) is already in `scratch` ([`NttKernels::first_pass_columns`]).
     pub(crate) fn passes_from(
         &self,
         d: &Domain,
         data: &mut DeviceBuffer<Fr>,
         scratch: &mut DeviceBuffer<Fr>,
-        inverse: bool,
+        dir: Direction,
         fused: Fused<'_>,
-        first_done: bool,
+        first: FirstPass,
     ) -> Result<(), NttError> {
-        let w = self.root_tables(d, inverse)?;
+        let w = self.root_tables(d, dir)?;
         let mut lgp = 0;
         for (i, deg) in pass_degrees(d.log_n).into_iter().enumerate() {
             let f = fused.for_pass(lgp, deg, d.log_n);
-            if i > 0 || !first_done {
-                self.k
-                    .pass(&self.stream, data, scratch, &w, d.log_n, lgp, deg, &f)?;
+            if i > 0 || first == FirstPass::ToRun {
+                let shape = PassShape {
+                    log_n: d.log_n,
+                    lgp,
+                    deg,
+                };
+                self.k.pass(&self.stream, data, scratch, &w, shape, &f)?;
             } else if f.scale.is_some() || f.input_times.is_some() || f.output_minus.is_some() {
                 return Err(NttError::ScalePlacement {
                     what: "input work of a first pass done beforehand",
@@ -279,9 +306,15 @@ impl CudaNtt {
             Direction::Forward => match cfg.coset.shift() {
                 Some(s) => {
                     let t = self.shift_tables(&d, s, Scalar::ONE)?;
-                    self.passes(&d, data, scratch, false, Fused::scaled(ScaleAt::Input(&t)))?;
+                    self.passes(
+                        &d,
+                        data,
+                        scratch,
+                        Direction::Forward,
+                        Fused::scaled(ScaleAt::Input(&t)),
+                    )?;
                 }
-                None => self.passes(&d, data, scratch, false, Fused::default())?,
+                None => self.passes(&d, data, scratch, Direction::Forward, Fused::default())?,
             },
             Direction::Inverse => {
                 // 1/n, times s^-e on a coset: one multiplication a element in the last pass.
@@ -290,7 +323,13 @@ impl CudaNtt {
                     None => Scalar::ONE,
                 };
                 let t = self.shift_tables(&d, s_inv, d.n_inv)?;
-                self.passes(&d, data, scratch, true, Fused::scaled(ScaleAt::Output(&t)))?;
+                self.passes(
+                    &d,
+                    data,
+                    scratch,
+                    Direction::Inverse,
+                    Fused::scaled(ScaleAt::Output(&t)),
+                )?;
             }
         }
         if matches!(cfg.ordering, Ordering::NR | Ordering::RR) {

@@ -15,11 +15,11 @@ use zkpipe_field::Fr;
 use zkpipe_pinned::PinnedMemory;
 use zkpipe_stream::{copy_scope, upload, upload_columns, InFlight, Pinned};
 
-use crate::cuda::pass_degrees;
+use crate::cuda::{pass_degrees, FirstPass};
 use crate::domain::{coset_generator, vanishing_inverse_on_coset, Domain};
-use crate::kernels::{Fused, ScaleAt};
+use crate::kernels::{Fused, PassShape, ScaleAt};
 use crate::marks::{mark, Marks};
-use crate::{CudaNtt, NttError};
+use crate::{CudaNtt, Direction, NttError};
 
 /// The device memory of one H step: a, b, c and a scratch vector, 2^k elements each (16 GiB
 /// at 2^27), or a, b and the scratch vector alone for the three-vector step (c then comes from
@@ -67,11 +67,6 @@ impl HStepBuffers {
         Option<&mut DeviceBuffer<Fr>>,
     ) {
         (&mut self.a, &mut self.b, self.c.as_mut())
-    }
-
-    /// Device bytes of buffers of `n` elements: four vectors, or three without c.
-    pub fn bytes(n: usize, with_c: bool) -> usize {
-        n * std::mem::size_of::<Fr>() * if with_c { 4 } else { 3 }
     }
 }
 
@@ -132,9 +127,9 @@ impl CudaNtt {
         let d = Domain::for_len(n)?;
         let mut marks = Marks::new(&self.ctx);
         let ran = mark(&mut marks, "start", &self.stream)
-            .and_then(|()| self.to_coset(&d, &mut bufs.a, &mut bufs.scratch, false))
+            .and_then(|()| self.to_coset(&d, &mut bufs.a, &mut bufs.scratch, FirstPass::ToRun))
             .and_then(|()| mark(&mut marks, "a", &self.stream))
-            .and_then(|()| self.to_coset(&d, &mut bufs.b, &mut bufs.scratch, false))
+            .and_then(|()| self.to_coset(&d, &mut bufs.b, &mut bufs.scratch, FirstPass::ToRun))
             .and_then(|()| mark(&mut marks, "b", &self.stream))
             .and_then(|()| self.finish(&d, bufs, &mut marks));
         // On every path: nothing is handed back while a kernel may still use it.
@@ -190,19 +185,19 @@ impl CudaNtt {
         let from_coset = self.shift_tables(&d, g_inv, scale)?;
         let HStepBuffers { a, b, scratch, .. } = bufs;
         let ran = copy_scope(|sc| -> Result<(), NttError> {
-            self.to_coset(&d, a, scratch, false)?;
-            self.to_coset(&d, b, scratch, false)?;
+            self.to_coset(&d, a, scratch, FirstPass::ToRun)?;
+            self.to_coset(&d, b, scratch, FirstPass::ToRun)?;
             // a·b on the coset, interpolated: times g^-e/(n·Z).
             let last = Fused {
                 scale: Some(ScaleAt::Output(&from_coset)),
                 input_times: Some(b),
                 output_minus: None,
             };
-            self.passes(&d, a, scratch, true, last)?;
+            self.passes(&d, a, scratch, Direction::Inverse, last)?;
             // c into b's buffer, on the NTT stream: after the pass that read b.
             sc.upload(&self.stream, c, b, 0)?;
             let c_over_z = Fused::scaled(ScaleAt::Output(&over_z));
-            self.passes(&d, b, scratch, true, c_over_z)?;
+            self.passes(&d, b, scratch, Direction::Inverse, c_over_z)?;
             self.k.sub(&self.stream, a, b)
         });
         // On every path: nothing is handed back while a kernel may still use it (the scope
@@ -257,10 +252,17 @@ impl CudaNtt {
         let ran = mark(&mut marks, "uploaded", &self.copy)
             .and_then(|()| self.first_pass_by_blocks(&d, bufs, &ups[0], blocks))
             .and_then(|()| wait(self, &ups[0]))
-            .and_then(|()| self.to_coset(&d, &mut bufs.a, &mut bufs.scratch, blocks > 0))
+            .and_then(|()| {
+                self.to_coset(
+                    &d,
+                    &mut bufs.a,
+                    &mut bufs.scratch,
+                    FirstPass::after_blocks(blocks),
+                )
+            })
             .and_then(|()| mark(&mut marks, "a", &self.stream))
             .and_then(|()| wait(self, &ups[1]))
-            .and_then(|()| self.to_coset(&d, &mut bufs.b, &mut bufs.scratch, false))
+            .and_then(|()| self.to_coset(&d, &mut bufs.b, &mut bufs.scratch, FirstPass::ToRun))
             .and_then(|()| mark(&mut marks, "b", &self.stream))
             .and_then(|()| wait(self, &ups[2]))
             .and_then(|()| self.finish(&d, bufs, &mut marks));
@@ -291,7 +293,7 @@ impl CudaNtt {
         if blocks == 0 {
             return Ok(());
         }
-        let w = self.root_tables(d, true)?;
+        let w = self.root_tables(d, Direction::Inverse)?;
         let deg = pass_degrees(d.log_n)[0];
         let cols = (d.size() >> deg) / blocks;
         for i in 0..blocks {
@@ -300,26 +302,28 @@ impl CudaNtt {
                 .ok_or(zkpipe_stream::Error::AlreadyTaken)?;
             self.stream.wait(e)?;
             let (x, y) = (&bufs.a, &mut bufs.scratch);
+            let shape = PassShape::first(d.log_n, deg);
+            let columns = i * cols..(i + 1) * cols;
             self.k
-                .first_pass_columns(&self.stream, x, y, &w, d.log_n, deg, i * cols, cols)?;
+                .first_pass_columns(&self.stream, x, y, &w, shape, columns)?;
         }
         Ok(())
     }
 
     /// Evaluations on H to evaluations on the coset g·H, fused: inverse passes, one scaling by
-    /// g^i / n, forward passes. With `first_done`, the inverse's first pass is already in
-    /// `scratch`.
+    /// g^i / n, forward passes. With [`FirstPass::Done`], the inverse's first pass is already
+    /// in `scratch`.
     fn to_coset(
         &self,
         d: &Domain,
         v: &mut DeviceBuffer<Fr>,
         scratch: &mut DeviceBuffer<Fr>,
-        first_done: bool,
+        first: FirstPass,
     ) -> Result<(), NttError> {
         let g = self.shift_tables(d, coset_generator(), d.n_inv)?;
         let scaled = Fused::scaled(ScaleAt::Output(&g));
-        self.passes_from(d, v, scratch, true, scaled, first_done)?;
-        self.passes(d, v, scratch, false, Fused::default())
+        self.passes_from(d, v, scratch, Direction::Inverse, scaled, first)?;
+        self.passes(d, v, scratch, Direction::Forward, Fused::default())
     }
 
     /// The H step once a and b are on the coset: c's inverse transform, over Z, then the final
@@ -338,7 +342,7 @@ impl CudaNtt {
         // C/Z: c's coefficients, each times 1/(n·Z).
         let c_over_z = Fused::scaled(ScaleAt::Output(&over_z));
         let c = bufs.c.as_mut().ok_or(NttError::NoDeviceC)?;
-        self.passes(d, c, &mut bufs.scratch, true, c_over_z)?;
+        self.passes(d, c, &mut bufs.scratch, Direction::Inverse, c_over_z)?;
         mark(marks, "c", &self.stream)?;
         // h = (a·b on the coset, interpolated: times g^-e/(n·Z)) - C/Z.
         let last = Fused {
@@ -346,7 +350,7 @@ impl CudaNtt {
             input_times: Some(&bufs.b),
             output_minus: bufs.c.as_ref(),
         };
-        self.passes(d, &mut bufs.a, &mut bufs.scratch, true, last)?;
+        self.passes(d, &mut bufs.a, &mut bufs.scratch, Direction::Inverse, last)?;
         mark(marks, "h", &self.stream)
     }
 }

@@ -1,6 +1,7 @@
 //! Typed launches of the NTT kernels (`kernels/ntt.cu`): each wrapper checks lengths and
 //! holds the one unsafe launch.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use zkpipe_cuda::{
@@ -195,10 +196,9 @@ fn check_pass(
     x: &DeviceBuffer<Fr>,
     y: &DeviceBuffer<Fr>,
     w: &PowerTables,
-    log_n: u32,
-    lgp: u32,
-    deg: u32,
+    pass: PassShape,
 ) -> Result<(usize, u64), NttError> {
+    let PassShape { log_n, lgp, deg } = pass;
     let n = check_vectors(x, y, log_n)?;
     check_tables(w, log_n)?;
     let full = match &w.full {
@@ -215,6 +215,21 @@ fn check_pass(
         });
     }
     Ok((n, full))
+}
+
+/// Where one radix-2^deg pass sits in a transform of 2^log_n: at stride 2^lgp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PassShape {
+    pub log_n: u32,
+    pub lgp: u32,
+    pub deg: u32,
+}
+
+impl PassShape {
+    /// The first pass (stride 1) of 2^deg over 2^log_n.
+    pub fn first(log_n: u32, deg: u32) -> Self {
+        Self { log_n, lgp: 0, deg }
+    }
 }
 
 impl NttKernels {
@@ -241,19 +256,17 @@ impl NttKernels {
     /// One radix-2^deg pass from `x` to `y` over 2^log_n elements with stride 2^lgp, using the
     /// tables of the transform's root of unity, with the pointwise work `fused` (which must
     /// belong to this pass: see [`Fused::for_pass`]).
-    #[allow(clippy::too_many_arguments)]
     pub fn pass(
         &self,
         s: &Stream,
         x: &DeviceBuffer<Fr>,
         y: &mut DeviceBuffer<Fr>,
         w: &PowerTables,
-        log_n: u32,
-        lgp: u32,
-        deg: u32,
+        pass: PassShape,
         fused: &Fused<'_>,
     ) -> Result<(), NttError> {
-        let (n, full) = check_pass(x, y, w, log_n, lgp, deg)?;
+        let (n, full) = check_pass(x, y, w, pass)?;
+        let PassShape { log_n, lgp, deg } = pass;
         let misplaced = |what| NttError::ScalePlacement {
             what,
             lgp,
@@ -327,23 +340,24 @@ impl NttKernels {
     }
 
     /// The first pass (lgp = 0, unscaled) of a transform of 2^log_n, on the columns
-    /// `col..col + cols` only: with `x` read as 2^deg rows of 2^(log_n - deg) elements, those
+    /// `columns` only: with `x` read as 2^deg rows of 2^(log_n - deg) elements, those
     /// columns are all this part of the pass reads, so it can start once they are on the
     /// device. Over every column, the same as [`NttKernels::pass`] with lgp = 0.
-    #[allow(clippy::too_many_arguments)]
     pub fn first_pass_columns(
         &self,
         s: &Stream,
         x: &DeviceBuffer<Fr>,
         y: &mut DeviceBuffer<Fr>,
         w: &PowerTables,
-        log_n: u32,
-        deg: u32,
-        col: usize,
-        cols: usize,
+        pass: PassShape,
+        columns: Range<usize>,
     ) -> Result<(), NttError> {
-        let lgp = 0u32;
-        let (n, full) = check_pass(x, y, w, log_n, lgp, deg)?;
+        if pass.lgp != 0 {
+            return Err(NttError::NotFirstPass { lgp: pass.lgp });
+        }
+        let (n, full) = check_pass(x, y, w, pass)?;
+        let PassShape { log_n, lgp, deg } = pass;
+        let (col, cols) = (columns.start, columns.len());
         let width = n >> deg;
         if col.checked_add(cols).is_none_or(|end| end > width) {
             return Err(NttError::BufferTooSmall {

@@ -56,7 +56,7 @@ pub use domain::{coset_generator, vanishing_inverse_on_coset, Domain, MAX_LOG_N}
 pub use h::h_polynomial_cpu;
 
 /// Which way the transform goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Direction {
     /// Coefficients to evaluations: X_k = sum_j x_j w^(jk).
     Forward,
@@ -151,6 +151,9 @@ pub enum NttError {
         deg: u32,
         log_n: u32,
     },
+    /// A pass other than the first asked to run by columns.
+    #[error("only the first pass runs by columns, not the pass at stride 2^{lgp}")]
+    NotFirstPass { lgp: u32 },
     /// Not enough device memory.
     #[error("NTT needs {needed} bytes of device memory, {free} free")]
     OutOfDeviceMemory { needed: usize, free: usize },

@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use zkpipe_cuda::testing::gpu_context;
 use zkpipe_cuda::{Context, DeviceBuffer};
 use zkpipe_field::{cast, Fr};
-use zkpipe_ntt::kernels::{Fused, NttKernels, PowerTables, ScaleAt};
+use zkpipe_ntt::kernels::{Fused, NttKernels, PassShape, PowerTables, ScaleAt};
 use zkpipe_ntt::{Coset, CpuNtt, CudaNtt, Direction, Ntt, NttConfig, NttError, Ordering};
 use zkpipe_pinned::PinnedBuffer;
 use zkpipe_stream::Pinned;
@@ -30,6 +30,10 @@ fn random(n: usize, rng: &mut ChaCha8Rng) -> Vec<Scalar> {
         .into_iter()
         .take(n)
         .collect()
+}
+
+fn shape(log_n: u32, lgp: u32, deg: u32) -> PassShape {
+    PassShape { log_n, lgp, deg }
 }
 
 fn setup() -> Option<(Arc<Context>, CudaNtt, ChaCha8Rng)> {
@@ -349,7 +353,7 @@ fn gpu_bad_input_is_an_error() {
         (0, ScaleAt::Output(&w), "output scaling"),
     ] {
         let err = k
-            .pass(&s, &x, &mut y, &w, 10, lgp, 5, &Fused::scaled(at))
+            .pass(&s, &x, &mut y, &w, shape(10, lgp, 5), &Fused::scaled(at))
             .unwrap_err();
         assert!(
             matches!(err, NttError::ScalePlacement { what: wh, lgp: l, deg: 5, log_n: 10 } if wh == what && l == lgp),
@@ -371,7 +375,9 @@ fn gpu_bad_input_is_an_error() {
         (5, times(&v), "input product"),
         (0, minus(&v), "output subtraction"),
     ] {
-        let err = k.pass(&s, &x, &mut y, &w, 10, lgp, 5, &f).unwrap_err();
+        let err = k
+            .pass(&s, &x, &mut y, &w, shape(10, lgp, 5), &f)
+            .unwrap_err();
         assert!(
             matches!(err, NttError::ScalePlacement { what: wh, lgp: l, deg: 5, log_n: 10 } if wh == what && l == lgp),
             "{err}"
@@ -379,7 +385,9 @@ fn gpu_bad_input_is_an_error() {
     }
     for f in [times(&short), minus(&short)] {
         let lgp = if f.input_times.is_some() { 0 } else { 5 };
-        let err = k.pass(&s, &x, &mut y, &w, 10, lgp, 5, &f).unwrap_err();
+        let err = k
+            .pass(&s, &x, &mut y, &w, shape(10, lgp, 5), &f)
+            .unwrap_err();
         assert!(
             matches!(
                 err,
@@ -463,13 +471,27 @@ fn first_pass_in_column_blocks_equals_the_whole_pass() {
     };
     let x = up(&random(n, &mut rng));
     let mut whole = DeviceBuffer::<Fr>::alloc(&ctx, n).unwrap();
-    k.pass(&s, &x, &mut whole, &w, log_n, 0, deg, &Fused::default())
-        .unwrap();
+    k.pass(
+        &s,
+        &x,
+        &mut whole,
+        &w,
+        PassShape::first(log_n, deg),
+        &Fused::default(),
+    )
+    .unwrap();
     // The 256 columns in uneven blocks, out of order.
     let mut parts = DeviceBuffer::<Fr>::alloc(&ctx, n).unwrap();
     for (col, cols) in [(101, 155), (0, 100), (100, 1)] {
-        k.first_pass_columns(&s, &x, &mut parts, &w, log_n, deg, col, cols)
-            .unwrap();
+        k.first_pass_columns(
+            &s,
+            &x,
+            &mut parts,
+            &w,
+            PassShape::first(log_n, deg),
+            col..col + cols,
+        )
+        .unwrap();
     }
     s.synchronize().unwrap();
     let (parts, whole) = (parts.to_vec().unwrap(), whole.to_vec().unwrap());
@@ -478,7 +500,7 @@ fn first_pass_in_column_blocks_equals_the_whole_pass() {
     // Columns past the rows: an error naming the numbers.
     let mut y = DeviceBuffer::<Fr>::alloc(&ctx, n).unwrap();
     let err = k
-        .first_pass_columns(&s, &x, &mut y, &w, log_n, deg, 200, 57)
+        .first_pass_columns(&s, &x, &mut y, &w, PassShape::first(log_n, deg), 200..257)
         .unwrap_err();
     assert!(
         matches!(
@@ -488,6 +510,13 @@ fn first_pass_in_column_blocks_equals_the_whole_pass() {
                 needed: 257
             }
         ),
+        "{err}"
+    ); // Only the first pass runs by columns.
+    let err = k
+        .first_pass_columns(&s, &x, &mut y, &w, shape(log_n, deg, deg), 0..1)
+        .unwrap_err();
+    assert!(
+        matches!(err, NttError::NotFirstPass { lgp } if lgp == deg),
         "{err}"
     );
 }

@@ -8,7 +8,7 @@ use group::Curve;
 use zkpipe_field::cast;
 use zkpipe_msm::testgen::{g1_points, g2_points, scalars};
 use zkpipe_msm::{
-    BaseSource, Bases, CpuMsm, CudaError, CudaMsm, Msm, Multiples, ScalarKind, G1, G2,
+    BaseSource, Bases, BasesAt, CpuMsm, CudaError, CudaMsm, Msm, Multiples, ScalarKind, G1, G2,
 };
 
 use super::setup;
@@ -196,6 +196,6 @@ fn batched_msms_over_multiples_match_blst_in_chunks() {
         assert_eq!(results.sum(t1).unwrap(), want, "{label}");
         assert_eq!(results.sum(t2).unwrap(), want, "without multiples, {label}");
     }
-    let bytes = gpu.batch_bytes_for::<G1>(1 << 16, 1, false, Some(m));
-    assert!(bytes >= gpu.batch_bytes::<G1>(1 << 16, 1, false));
+    let bytes = gpu.batch_bytes_for::<G1>(1 << 16, 1, BasesAt::Device, Some(m));
+    assert!(bytes >= gpu.batch_bytes::<G1>(1 << 16, 1, BasesAt::Device));
 }

@@ -160,7 +160,7 @@ fn streamed_bad_input_names_the_numbers() {
         budget: Some(budget.clone()),
         ..opts(100, ScalarKind::Dense)
     };
-    let needed = gpu.streamed_bytes::<G1>(100, 100, false);
+    let needed = gpu.streamed_bytes::<G1>(100, 100, ScalarKind::Dense);
     assert!(needed > 64 << 10, "the workspace alone exceeds 64 KiB");
     let err = gpu
         .msm_streamed::<G1>(Pinned::new(&hp), Pinned::new(&hs), &o)

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use blstrs::G1Affine;
-use zkpipe_msm::{Bases, Multiples, G1, G2};
+use zkpipe_msm::{Bases, BasesAt, Multiples, G1, G2};
 use zkpipe_ntt::HStepBuffers;
 use zkpipe_stream::VramGrant;
 
@@ -24,6 +24,13 @@ use crate::{ProveError, ProvingKey};
 pub(super) struct KeepAs {
     pub shape: MemoryShape,
     pub grant: VramGrant,
+}
+
+/// A job's device memory, and how it is kept for the worker's next job (`None`: freed after
+/// the job).
+pub(super) struct HeldMemory {
+    pub mem: JobMemory,
+    pub keep: Option<KeepAs>,
 }
 
 /// Where a job's device memory comes from.
@@ -69,8 +76,11 @@ impl GpuWorker {
         let multiples = resident.as_ref().and_then(|k| k.h.multiples());
         let key_bytes = resident.as_ref().map(|_| self.key_bytes(key, multiples));
         let load = self.load(log_n, key_bytes);
-        let streamed = resident.is_none();
-        let msm_bytes = |chunk| self.msm_bytes(chunk, tail, streamed, multiples);
+        let bases_at = match resident {
+            Some(_) => BasesAt::Device,
+            None => BasesAt::Host,
+        };
+        let msm_bytes = |chunk| self.msm_bytes(chunk, tail, bases_at, multiples);
         let plan =
             choose(&load, &shape, &msm_bytes).map_err(|e| ProveError::TooLargeForDevice {
                 device: self.ordinal(),
@@ -125,19 +135,19 @@ impl GpuWorker {
         &self,
         chunk: usize,
         tail: usize,
-        streamed: bool,
+        bases_at: BasesAt,
         multiples: Option<Multiples>,
     ) -> usize {
         let g1 = self
             .msm
-            .batch_bytes_for::<G1>(chunk, 1, streamed, multiples)
+            .batch_bytes_for::<G1>(chunk, 1, bases_at, multiples)
             + self
                 .side
-                .batch_bytes::<G1>(split_chunk(chunk, tail), 3, streamed);
+                .batch_bytes::<G1>(split_chunk(chunk, tail), 3, bases_at);
         let g2 = match self.dev.g2_on_gpu {
             true => self
                 .msm
-                .batch_bytes::<G2>(g2_chunk(chunk, tail), 1, streamed),
+                .batch_bytes::<G2>(g2_chunk(chunk, tail), 1, bases_at),
             false => 0,
         };
         g1 + g2
@@ -204,7 +214,7 @@ impl GpuWorker {
         let plan_with = |multiples: Option<Multiples>| {
             let bytes = self.key_bytes(key, multiples) + made_from(multiples);
             let load = self.load(shape.n.trailing_zeros(), Some(bytes));
-            let msm_bytes = |chunk| self.msm_bytes(chunk, tail, false, multiples);
+            let msm_bytes = |chunk| self.msm_bytes(chunk, tail, BasesAt::Device, multiples);
             choose(&load, shape, &msm_bytes).ok()
         };
         let plain = plan_with(None);
@@ -288,32 +298,32 @@ impl GpuWorker {
     /// The job's device memory: kept memory taken at admission, or made anew to be kept
     /// (under its own grant), with its shape and grant to keep it again; else the H step's
     /// vectors allocated for the job under the job's grant.
-    #[allow(clippy::type_complexity)]
-    pub(super) fn job_memory(
-        &self,
-        source: JobMemorySource,
-    ) -> Result<(JobMemory, Option<KeepAs>), ProveError> {
+    pub(super) fn job_memory(&self, source: JobMemorySource) -> Result<HeldMemory, ProveError> {
         match source {
             JobMemorySource::PerJob(shape) => {
                 let mem = JobMemory {
                     h_step: self.alloc_h_step(shape)?,
                     batches: None,
                 };
-                Ok((mem, None))
+                Ok(HeldMemory { mem, keep: None })
             }
             JobMemorySource::Reused(k) => {
                 let keep = KeepAs {
                     shape: k.shape,
                     grant: k.grant,
                 };
-                Ok((k.mem, Some(keep)))
+                Ok(HeldMemory {
+                    mem: k.mem,
+                    keep: Some(keep),
+                })
             }
             JobMemorySource::New(shape, grant) => {
                 let mem = JobMemory {
                     h_step: self.alloc_h_step(shape)?,
                     batches: Some(self.alloc_batches(shape)?),
                 };
-                Ok((mem, Some(KeepAs { shape, grant })))
+                let keep = Some(KeepAs { shape, grant });
+                Ok(HeldMemory { mem, keep })
             }
         }
     }

@@ -158,14 +158,14 @@ impl GpuWorker {
             active,
             memory,
         } = admitted;
-        let (mut mem, kept) = self.job_memory(memory)?;
-        let staged = self.stage(job, &plan, abc, witness, &mut mem)?;
+        let mut held = self.job_memory(memory)?;
+        let staged = self.stage(job, &plan, abc, witness, &mut held.mem)?;
         let staging_ms = t.elapsed().as_secs_f64() * 1e3;
         Counters::add(&job.stats.stage_ns, t.elapsed());
         self.dev.sample(job.stats);
 
         let bytes = staged.bytes;
-        let locked = self.under_lock(job, &plan, resident.as_deref(), staged, mem, kept)?;
+        let locked = self.under_lock(job, &plan, resident.as_deref(), staged, held)?;
         // A replaced key's memory goes (if this job held it last) before the job stops counting.
         let plan_text = report::describe(&plan, resident.is_some());
         drop(resident);
@@ -218,8 +218,7 @@ impl GpuWorker {
         plan: &crate::plan::JobPlan,
         resident: Option<&crate::device::memory::ResidentKey>,
         staged: Staged<'_>,
-        mem: JobMemory,
-        kept: Option<admit::KeepAs>,
+        held: admit::HeldMemory,
     ) -> Result<Locked, ProveError> {
         let stats = job.stats;
         let guard = self.dev.lock.lock();
@@ -231,7 +230,7 @@ impl GpuWorker {
         let JobMemory {
             mut h_step,
             batches,
-        } = mem;
+        } = held.mem;
         if let Some(bufs) = h_step.as_mut() {
             self.h_step(bufs, c)?;
         }
@@ -278,7 +277,7 @@ impl GpuWorker {
             batches: Some(batches),
         };
         // Kept for the worker's next job, or freed before the lock is let go.
-        match kept {
+        match held.keep {
             Some(k) => self.keep(k.shape, mem, k.grant),
             None => drop((mem, h_alone)),
         }
