@@ -12,6 +12,13 @@ pub const CUDA_ERROR_OUT_OF_MEMORY: u32 = 2;
 /// `CUDA_ERROR_NOT_FOUND`: e.g. a function name missing from a module.
 pub const CUDA_ERROR_NOT_FOUND: u32 = 500;
 
+/// Driver statuses after which, as the driver API's reference says of each, "the process [is]
+/// in an inconsistent state and any further CUDA work will return the same error":
+/// `CUDA_ERROR_ILLEGAL_ADDRESS` (700), `LAUNCH_TIMEOUT` (702), `HARDWARE_STACK_ERROR` (714),
+/// `ILLEGAL_INSTRUCTION` (715), `MISALIGNED_ADDRESS` (716), `INVALID_ADDRESS_SPACE` (717),
+/// `INVALID_PC` (718) and `LAUNCH_FAILED` (719).
+pub const STICKY_CODES: [u32; 8] = [700, 702, 714, 715, 716, 717, 718, 719];
+
 /// Everything that can go wrong in zkpipe-cuda.
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
@@ -153,6 +160,13 @@ impl Error {
         }
     }
 
+    /// True for a driver status after which the context that reported it is unusable for the
+    /// rest of the process (a kernel's fault: an illegal address or instruction, a launch
+    /// failure or timeout): every later call on it fails ([`STICKY_CODES`]).
+    pub fn is_sticky(&self) -> bool {
+        self.code().is_some_and(|c| STICKY_CODES.contains(&c))
+    }
+
     /// True when the error says there is no usable GPU (no driver, or no device).
     pub fn is_no_gpu(&self) -> bool {
         matches!(self, Self::NoDriver { .. } | Self::NoDevice { .. })
@@ -173,4 +187,37 @@ pub struct NoKernelImage {
     pub driver: Option<(u32, u32)>,
     pub carried: String,
     pub refused: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn driver(code: u32) -> Error {
+        Error::Driver {
+            call: "cuTest",
+            code,
+            name: String::new(),
+            message: String::new(),
+        }
+    }
+
+    #[test]
+    fn sticky_statuses_are_the_kernel_faults_only() {
+        for code in STICKY_CODES {
+            assert!(driver(code).is_sticky(), "{code}");
+        }
+        for code in [
+            1,
+            CUDA_ERROR_OUT_OF_MEMORY,
+            CUDA_ERROR_NO_DEVICE,
+            201,
+            701,
+            720,
+            999,
+        ] {
+            assert!(!driver(code).is_sticky(), "{code}");
+        }
+        assert!(!Error::NoDevice { count: 0 }.is_sticky());
+    }
 }

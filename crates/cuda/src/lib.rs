@@ -31,7 +31,9 @@ pub use context::{
     device_count, device_info, devices, driver_version, select_devices, Context, DeviceInfo,
     MemInfo,
 };
-pub use error::{Error, NoKernelImage, Result, CUDA_ERROR_NO_DEVICE, CUDA_ERROR_OUT_OF_MEMORY};
+pub use error::{
+    Error, NoKernelImage, Result, CUDA_ERROR_NO_DEVICE, CUDA_ERROR_OUT_OF_MEMORY, STICKY_CODES,
+};
 pub use memory::{byte_len, DeviceBuffer};
 pub use module::{
     Cubin, Function, ImageBytes, KernelImage, KernelParam, LaunchConfig, LoadedFrom, Module,

@@ -37,9 +37,12 @@ pub enum CudaError {
     /// More points than one launch can index.
     #[error("MSM of {n} points is larger than this implementation handles (2^31 - 1)")]
     TooLarge { n: usize },
-    /// Host-side staging failed (pinned memory, copy bookkeeping).
+    /// A copy between host and device failed outside the driver (its bookkeeping).
     #[error("MSM host staging: {0}")]
-    Host(String),
+    Stream(zkpipe_stream::Error),
+    /// Page-locked host memory could not be had (the pool's limit or timeout).
+    #[error("MSM host staging: {0}")]
+    Pinned(zkpipe_pinned::Error),
     /// A streamed MSM with an unusable chunk size.
     #[error("streamed MSM: a chunk of {chunk} points is not usable (must be at least 1)")]
     Chunk { chunk: usize },
@@ -96,7 +99,7 @@ impl From<zkpipe_stream::Error> for CudaError {
         match e {
             zkpipe_stream::Error::Cuda(c) => c.into(),
             zkpipe_stream::Error::Budget(b) => CudaError::Budget(b),
-            other => CudaError::Host(other.to_string()),
+            other => CudaError::Stream(other),
         }
     }
 }
@@ -105,7 +108,20 @@ impl From<zkpipe_pinned::Error> for CudaError {
     fn from(e: zkpipe_pinned::Error) -> Self {
         match e {
             zkpipe_pinned::Error::Cuda(c) => c.into(),
-            other => CudaError::Host(other.to_string()),
+            other => CudaError::Pinned(other),
+        }
+    }
+}
+
+impl CudaError {
+    /// The failed driver call behind the error, if one is.
+    pub fn driver_error(&self) -> Option<&zkpipe_cuda::Error> {
+        match self {
+            CudaError::Cuda(e) => Some(e),
+            CudaError::Msm(m) => m.driver_error(),
+            CudaError::Stream(e) => e.driver_error(),
+            CudaError::Pinned(e) => e.driver_error(),
+            _ => None,
         }
     }
 }

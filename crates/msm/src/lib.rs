@@ -47,7 +47,7 @@ pub use streamed::StreamOptions;
 use blstrs::Scalar;
 
 /// Errors of the MSM stage.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum MsmError {
     /// Bases and scalars of different lengths (without a density bitmap).
@@ -68,9 +68,9 @@ pub enum MsmError {
     /// A scalar other than 0 or 1 where only those were promised.
     #[error("MSM: scalar {index} is neither 0 nor 1, but the scalars were declared boolean")]
     NotBoolean { index: usize },
-    /// The device failed (the message says how).
+    /// The device failed.
     #[error("MSM on the device: {0}")]
-    Device(String),
+    Device(Box<CudaError>),
     /// An assignment too long for 32-bit variable indices.
     #[error("MSM: {len} variables; a split MSM numbers them with 32 bits (at most 2^32 - 1)")]
     TooManyVariables { len: usize },
@@ -84,7 +84,15 @@ impl MsmError {
     pub fn device(e: CudaError) -> Self {
         match e {
             CudaError::Msm(m) => m,
-            other => MsmError::Device(other.to_string()),
+            other => MsmError::Device(Box::new(other)),
+        }
+    }
+
+    /// The failed driver call behind the error, if one is.
+    pub fn driver_error(&self) -> Option<&zkpipe_cuda::Error> {
+        match self {
+            MsmError::Device(e) => e.driver_error(),
+            _ => None,
         }
     }
 }

@@ -315,12 +315,16 @@ mod tests {
         assert_eq!(q.selected(), 5);
         assert_eq!(q.ones(), 2);
         let bad = Density::from_bools(vec![true; 5]);
-        assert_eq!(
-            SplitQuery::new(&s, &bad),
-            Err(MsmError::DensityLength {
-                bitmap: 5,
-                scalars: 6
-            })
+        let err = SplitQuery::new(&s, &bad).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                MsmError::DensityLength {
+                    bitmap: 5,
+                    scalars: 6
+                }
+            ),
+            "{err}"
         );
     }
 

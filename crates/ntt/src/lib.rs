@@ -165,6 +165,17 @@ pub enum NttError {
     Stream(#[from] zkpipe_stream::Error),
 }
 
+impl NttError {
+    /// The failed driver call behind the error, if one is.
+    pub fn driver_error(&self) -> Option<&zkpipe_cuda::Error> {
+        match self {
+            NttError::Cuda(e) => Some(e),
+            NttError::Stream(e) => e.driver_error(),
+            _ => None,
+        }
+    }
+}
+
 impl From<zkpipe_cuda::Error> for NttError {
     fn from(e: zkpipe_cuda::Error) -> Self {
         match e {

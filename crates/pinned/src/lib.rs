@@ -38,6 +38,16 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// The failed driver call behind the error, if one is.
+    pub fn driver_error(&self) -> Option<&zkpipe_cuda::Error> {
+        match self {
+            Error::Cuda(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 /// This crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

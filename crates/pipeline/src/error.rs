@@ -43,8 +43,11 @@ pub enum ProveError {
         source: MsmError,
     },
     /// The device failed.
-    #[error("device {device}: {message}")]
-    Device { device: usize, message: String },
+    #[error("device {device}: {source}")]
+    Device {
+        device: usize,
+        source: Box<DeviceFault>,
+    },
     /// A GPU engine (`Backend::Gpu`) found no CUDA device.
     #[error(
         "no CUDA device found (Backend::Gpu needs one; Backend::Auto runs on the CPU without)"
@@ -176,10 +179,159 @@ impl ProveError {
         }
     }
 
-    pub(crate) fn device(device: usize, e: impl std::fmt::Display) -> Self {
+    pub(crate) fn device(device: usize, e: impl Into<DeviceFault>) -> Self {
         ProveError::Device {
             device,
-            message: e.to_string(),
+            source: Box::new(e.into()),
         }
+    }
+
+    /// The failed driver call behind the error, if one is.
+    pub fn driver_error(&self) -> Option<&zkpipe_cuda::Error> {
+        match self {
+            ProveError::Device { source, .. } => source.driver_error(),
+            ProveError::Ntt(e) => e.driver_error(),
+            ProveError::Pinned { source } => source.driver_error(),
+            ProveError::Msm { source, .. } | ProveError::Key { source, .. } => {
+                source.driver_error()
+            }
+            _ => None,
+        }
+    }
+}
+
+/// What failed on a device, with the failing layer's own error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DeviceFault {
+    /// A driver call.
+    #[error(transparent)]
+    Driver(zkpipe_cuda::Error),
+    /// The MSM.
+    #[error(transparent)]
+    Msm(zkpipe_msm::CudaError),
+    /// The NTT or the H step.
+    #[error(transparent)]
+    Ntt(NttError),
+    /// A copy between host and device.
+    #[error(transparent)]
+    Stream(zkpipe_stream::Error),
+    /// Page-locked host memory.
+    #[error(transparent)]
+    Pinned(zkpipe_pinned::Error),
+    /// A vector meant to be copied from page-locked memory is not page-locked.
+    #[error("{what} is not page-locked")]
+    NotPageLocked { what: &'static str },
+    /// More elements staged than the device buffer holds (a plan's bug, not the input's).
+    #[error("staging {elements} elements into a device buffer of {capacity}")]
+    StagingOverflow { elements: usize, capacity: usize },
+    /// A thread that enqueues work on the device panicked.
+    #[error("the thread enqueueing {what} panicked")]
+    Panicked { what: &'static str },
+}
+
+impl DeviceFault {
+    /// The failed driver call behind the fault, if one is.
+    pub fn driver_error(&self) -> Option<&zkpipe_cuda::Error> {
+        match self {
+            DeviceFault::Driver(e) => Some(e),
+            DeviceFault::Msm(e) => e.driver_error(),
+            DeviceFault::Ntt(e) => e.driver_error(),
+            DeviceFault::Stream(e) => e.driver_error(),
+            DeviceFault::Pinned(e) => e.driver_error(),
+            _ => None,
+        }
+    }
+
+    /// True when the fault left the device's context unusable
+    /// ([`zkpipe_cuda::Error::is_sticky`]).
+    pub fn is_sticky(&self) -> bool {
+        self.driver_error()
+            .is_some_and(zkpipe_cuda::Error::is_sticky)
+    }
+}
+
+impl From<zkpipe_cuda::Error> for DeviceFault {
+    fn from(e: zkpipe_cuda::Error) -> Self {
+        DeviceFault::Driver(e)
+    }
+}
+
+impl From<zkpipe_msm::CudaError> for DeviceFault {
+    fn from(e: zkpipe_msm::CudaError) -> Self {
+        DeviceFault::Msm(e)
+    }
+}
+
+impl From<NttError> for DeviceFault {
+    fn from(e: NttError) -> Self {
+        DeviceFault::Ntt(e)
+    }
+}
+
+impl From<zkpipe_stream::Error> for DeviceFault {
+    fn from(e: zkpipe_stream::Error) -> Self {
+        DeviceFault::Stream(e)
+    }
+}
+
+impl From<zkpipe_pinned::Error> for DeviceFault {
+    fn from(e: zkpipe_pinned::Error) -> Self {
+        DeviceFault::Pinned(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn driver(code: u32) -> zkpipe_cuda::Error {
+        zkpipe_cuda::Error::Driver {
+            call: "cuLaunchKernel",
+            code,
+            name: "CUDA_ERROR_TEST".into(),
+            message: "test".into(),
+        }
+    }
+
+    /// The driver status survives every layer it is wrapped in on its way up, so quarantine
+    /// can decide from it.
+    #[test]
+    fn the_driver_status_is_found_through_every_layer() {
+        let msm_device =
+            |code| MsmError::Device(Box::new(zkpipe_msm::CudaError::from(driver(code))));
+        let wrapped = |code: u32| -> Vec<ProveError> {
+            vec![
+                ProveError::device(0, driver(code)),
+                ProveError::device(0, zkpipe_msm::CudaError::from(driver(code))),
+                ProveError::device(0, NttError::from(driver(code))),
+                ProveError::device(0, zkpipe_stream::Error::Cuda(driver(code))),
+                ProveError::device(0, zkpipe_pinned::Error::Cuda(driver(code))),
+                ProveError::Ntt(NttError::Stream(zkpipe_stream::Error::Cuda(driver(code)))),
+                ProveError::Msm {
+                    query: "L",
+                    source: msm_device(code),
+                },
+                ProveError::Pinned {
+                    source: zkpipe_pinned::Error::Cuda(driver(code)),
+                },
+            ]
+        };
+        for e in wrapped(700) {
+            let d = e.driver_error().unwrap_or_else(|| panic!("lost: {e}"));
+            assert!(d.is_sticky(), "{e}");
+            assert!(e.to_string().contains("CUDA_ERROR_TEST"), "{e}");
+        }
+        for e in wrapped(1) {
+            assert_eq!(e.driver_error().and_then(|d| d.code()), Some(1), "{e}");
+            assert!(!e.driver_error().is_some_and(|d| d.is_sticky()), "{e}");
+        }
+        let panicked = ProveError::device(3, DeviceFault::Panicked { what: "the MSMs" });
+        assert!(panicked.driver_error().is_none());
+        assert_eq!(
+            panicked.to_string(),
+            "device 3: the thread enqueueing the MSMs panicked"
+        );
+        assert!(ProveError::Unsatisfied.driver_error().is_none());
     }
 }

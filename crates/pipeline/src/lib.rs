@@ -50,7 +50,7 @@ mod witness;
 pub use config::file::parse_bytes;
 pub use config::{Backend, Config, G2Placement, OnDeviceFailure, ProofCheck, CONFIG_MAX};
 pub use engine::{Engine, JobHandle, Quarantine, Randomness, Refused};
-pub use error::{ProofFault, ProveError};
+pub use error::{DeviceFault, ProofFault, ProveError};
 pub use key::{KeyParts, PreparedVerifyingKey, ProvingKey, VerifyingKey};
 pub use params::{read_params, read_params_unchecked, ParamsError, PointProblem};
 pub use proof::{check, verify, Proof, PROOF_BYTES};

@@ -155,15 +155,23 @@ impl DeviceShared {
     }
 
     /// After a job failed with `error`: quarantines the device when its context no longer
-    /// works (a sticky error: a synchronize of the whole context fails). Idle job memory goes.
-    pub fn quarantine_if_unusable(&self, _error: &ProveError) {
-        let Err(e) = self.ctx.synchronize() else {
-            return;
+    /// works. A sticky driver status in the error says so ([`zkpipe_cuda::Error::is_sticky`]);
+    /// another fault on the device (a status not known to be sticky, a panicked thread) is
+    /// checked with a synchronize of the whole context; an error that is not the device's (the
+    /// input, a deadline, the budget) leaves it be. Idle job memory goes with the device.
+    pub fn quarantine_if_unusable(&self, error: &ProveError) {
+        let reason = match (error.driver_error(), error) {
+            (Some(e), _) if e.is_sticky() => e.to_string(),
+            (Some(_), _) | (None, ProveError::Device { .. }) => match self.ctx.synchronize() {
+                Err(e) => e.to_string(),
+                Ok(()) => return,
+            },
+            (None, _) => return,
         };
         let mut q = self.quarantine.lock().unwrap_or_else(|p| p.into_inner());
         if q.is_none() {
-            tracing::error!(device = self.ctx.ordinal(), error = %e, "device quarantined: its context no longer works");
-            *q = Some(e.to_string());
+            tracing::error!(device = self.ctx.ordinal(), error = %reason, "device quarantined: its context no longer works");
+            *q = Some(reason);
         }
         drop(q);
         while self.memory.take(|_| true).is_some() {}

@@ -35,7 +35,7 @@ use crate::device::memory::{JobMemory, MemoryShape};
 use crate::device::DeviceShared;
 use crate::prover::{check_satisfied, Assignment};
 use crate::stats::Counters;
-use crate::{ProveError, Scalars};
+use crate::{DeviceFault, ProveError, Scalars};
 
 /// How long a staging copy waits for pinned memory from the pool.
 const POOL_WAIT: Duration = Duration::from_secs(60);
@@ -125,7 +125,7 @@ impl GpuWorker {
         }
     }
 
-    fn err(&self, e: impl std::fmt::Display) -> ProveError {
+    fn err(&self, e: impl Into<DeviceFault>) -> ProveError {
         ProveError::device(self.ordinal(), e)
     }
 

@@ -15,7 +15,7 @@ use super::GpuWorker;
 use crate::clock::StageClock;
 use crate::device::memory::{Batches, ResidentKey};
 use crate::prover::{G1Parts, G1Query, WitnessQuery};
-use crate::{ProveError, ProvingKey};
+use crate::{DeviceFault, ProveError, ProvingKey};
 
 /// The split witness on the device: its tail and the queries' bitmaps.
 pub(super) struct StagedWitness {
@@ -101,9 +101,10 @@ impl GpuWorker {
         let (h_part, side_part) = std::thread::scope(|sc| {
             let side = sc.spawn(|| self.witness_msms(inputs, side, g2, side_clock));
             let h_part = self.h_msm(inputs, h, h_clock);
-            let side = side
-                .join()
-                .unwrap_or_else(|_| Err(self.err("the thread enqueueing the split MSMs panicked")));
+            let side = side.join().unwrap_or_else(|_| {
+                let what = "the split MSMs";
+                Err(self.err(DeviceFault::Panicked { what }))
+            });
             (h_part, side)
         });
         let side = side_part?;

@@ -24,7 +24,7 @@ use crate::g1::JobContext;
 use crate::plan::{HStep, JobPlan};
 use crate::prover::{padded, Assignment, WitnessQuery};
 use crate::stats::Counters;
-use crate::{ProveError, Scalars};
+use crate::{DeviceFault, ProveError, Scalars};
 
 /// Bytes of one scalar.
 const FR: usize = 32;
@@ -132,14 +132,16 @@ impl GpuWorker {
         let [l, qa, qb] = witness.queries;
         let mut query = |q: SplitQuery| -> Result<DeviceQuery, ProveError> {
             let [d, p, s, sp] = q.bitmaps();
-            let mut maps = Vec::with_capacity(4);
-            for m in [d, p, s, sp] {
-                bytes += std::mem::size_of_val(m) as u64;
-                maps.push(self.upload(job, m, 0)?);
-            }
-            let maps: [DeviceBuffer<u32>; 4] = maps
-                .try_into()
-                .map_err(|_| self.err("query bitmaps: four expected"))?;
+            bytes += [d, p, s, sp]
+                .iter()
+                .map(|m| std::mem::size_of_val(*m) as u64)
+                .sum::<u64>();
+            let maps = [
+                self.upload(job, d, 0)?,
+                self.upload(job, p, 0)?,
+                self.upload(job, s, 0)?,
+                self.upload(job, sp, 0)?,
+            ];
             DeviceQuery::new(q, maps).map_err(|e| self.err(e))
         };
         let queries = [query(l)?, query(qa)?, query(qb)?];
@@ -260,11 +262,10 @@ impl GpuWorker {
     ) -> Result<(), ProveError> {
         let t = Instant::now();
         if v.len() > dev.len() {
-            return Err(self.err(format!(
-                "staging {} elements into a device buffer of {}",
-                v.len(),
-                dev.len()
-            )));
+            return Err(self.err(DeviceFault::StagingOverflow {
+                elements: v.len(),
+                capacity: dev.len(),
+            }));
         }
         if v.len() < dev.len() {
             dev.zero_async(&self.copy).map_err(|e| self.err(e))?;
@@ -302,7 +303,7 @@ impl GpuWorker {
             None => Ok(self.ntt.h_step_in(bufs)?),
             Some(HostC::Registered(c)) => {
                 let view = Pinned::of_pinnable(&c, cast::scalars_as_fr)
-                    .ok_or_else(|| self.err("c is not page-locked"))?;
+                    .ok_or_else(|| self.err(DeviceFault::NotPageLocked { what: "c" }))?;
                 Ok(self.ntt.h_step_three_in(bufs, view)?)
             }
             Some(HostC::Lent(c)) => Ok(self.ntt.h_step_three_in(bufs, Pinned::new(&c))?),
