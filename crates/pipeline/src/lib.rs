@@ -2,7 +2,9 @@
 //!
 //! - [`ProvingKey`] (checked points, shared through `Arc`), [`Witness`] (a synthesized
 //!   circuit), [`Proof`] (bellperson's 192-byte encoding) and [`verify`].
-//! - [`prove`](prover::prove): one proof over any [`zkpipe_ntt::Ntt`] and [`zkpipe_msm::Msm`].
+//! - The Groth16 steps (H polynomial, G1 MSMs, G2 MSM, assembly) over any [`zkpipe_ntt::Ntt`]
+//!   and [`zkpipe_msm::Msm`], run by the engine's CPU backend and G2 stage; the GPU backend
+//!   runs its own kernels for the first two and shares the assembly.
 //! - [`Engine`]: jobs in, proofs out; workers per device share a GPU lock and a VRAM budget,
 //!   the G2 MSM and the assembly run in their own stage, and with no GPU every stage runs on
 //!   the CPU. The same r and s give byte-identical proofs on either backend. On a GPU engine

@@ -1,7 +1,7 @@
 //! The Groth16 prover's steps over any NTT and MSM implementation: the H polynomial, the G1
-//! MSMs, the G2 MSM and the assembly (ARCHITECTURE.md, "The Groth16 steps"). The CPU backend
-//! (the CPU backend of the G1 stage) and the G2 stage run them; the GPU backend runs its own kernels
-//! for the first two and shares the assembly.
+//! MSMs, the G2 MSM and the assembly (DESIGN.md, "The Groth16 steps"). The G1 stage's CPU
+//! backend and the G2 stage run them; the GPU backend runs its own kernels for the first two
+//! and shares the assembly.
 
 use blstrs::{G1Projective, G2Projective, Scalar};
 use ff::Field;
