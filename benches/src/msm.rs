@@ -7,7 +7,7 @@ use rayon::prelude::*;
 use serde_json::json;
 use zkpipe_cuda::{Context, DeviceBuffer};
 use zkpipe_field::{cast, Exponent};
-use zkpipe_msm::kernels::EcGpuGenMultiexp;
+use zkpipe_msm::baseline::EcGpuGenMultiexp;
 use zkpipe_msm::testgen::{booleans, g1_points, g2_points, scalars};
 use zkpipe_msm::{
     BaseSource, Bases, CpuMsm, CudaMsm, Density, GpuCurve, Msm, Multiples, ScalarKind, SplitQuery,

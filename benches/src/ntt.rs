@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use serde_json::json;
 use zkpipe_cuda::{Context, DeviceBuffer};
 use zkpipe_field::{cast, Fr};
-use zkpipe_ntt::kernels::EcGpuGenFft;
+use zkpipe_ntt::baseline::EcGpuGenFft;
 use zkpipe_ntt::{CpuNtt, CudaNtt, Direction, Ntt, NttConfig};
 use zkpipe_pinned::PinnedBuffer;
 use zkpipe_stream::Timer;

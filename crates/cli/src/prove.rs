@@ -39,9 +39,9 @@ pub struct Args {
     /// Every stage on the CPU.
     #[arg(long)]
     pub cpu: bool,
-    /// Where the G2 MSM runs: cpu or gpu [default: cpu, or the --config file's].
-    #[arg(long)]
-    pub g2: Option<String>,
+    /// Where the G2 MSM runs [default: cpu, or the --config file's].
+    #[arg(long, value_enum)]
+    pub g2: Option<G2Arg>,
     /// Cap each device's VRAM budget at this many GiB.
     #[arg(long, conflicts_with = "vram_cap")]
     pub vram_cap_gib: Option<f64>,
@@ -234,7 +234,7 @@ impl Partition {
             .report
             .device_ms
             .iter()
-            .map(|(name, ms)| format!("{name} {ms:.1}"))
+            .map(|t| format!("{} {:.1}", t.stage, t.ms))
             .collect();
         let g2 = match self.report.g2_cpu_ms {
             ms if ms > 0.0 => format!(", G2 on the CPU {ms:.0} ms"),
@@ -267,10 +267,10 @@ impl Partition {
             .report
             .device_ms
             .iter()
-            .map(|(k, v)| (k.to_string(), json!(v)))
+            .map(|t| (t.stage.name().to_string(), json!(t.ms)))
             .collect();
         json!({
-            "job": self.report.job, "plan": self.report.plan, "device_ms": self.report.device_span_ms,
+            "job": self.report.job, "plan": self.report.plan.map(|p| p.to_string()), "device_ms": self.report.device_span_ms,
             "stages_ms": stages, "staging_ms": self.report.staging_ms, "lock_ms": self.report.lock_ms,
             "g2_cpu_ms": self.report.g2_cpu_ms, "uploaded_bytes": self.report.uploaded_bytes,
             "done_s": self.done_s, "rss_bytes": self.rss, "vram_high_water_bytes": self.vram_high_water,
@@ -376,6 +376,15 @@ fn check_size(a: &Args) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Where the G2 MSM runs ([`G2Placement`] on the command line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum G2Arg {
+    /// On the host's cores, overlapping the next job's GPU work.
+    Cpu,
+    /// On the GPU, inside the job's lock.
+    Gpu,
+}
+
 /// The engine's configuration: the --config file's (else the defaults), with the options
 /// given on the command line over it.
 fn engine_config(a: &Args) -> Result<Config, Failure> {
@@ -383,11 +392,10 @@ fn engine_config(a: &Args) -> Result<Config, Failure> {
         Some(path) => Config::from_file(path).map_err(|e| Failure::Usage(e.to_string()))?,
         None => Config::default(),
     };
-    let g2 = match a.g2.as_deref() {
+    let g2 = match a.g2 {
         None => base.g2,
-        Some("cpu") => G2Placement::Cpu,
-        Some("gpu") => G2Placement::Gpu,
-        Some(_) => return Err(Failure::Usage("--g2 takes cpu or gpu".into())),
+        Some(G2Arg::Cpu) => G2Placement::Cpu,
+        Some(G2Arg::Gpu) => G2Placement::Gpu,
     };
     let vram_cap = a
         .vram_cap
@@ -601,8 +609,8 @@ pub fn run(a: &Args) -> Result<(), Failure> {
             engine.backend(),
             a.proofs as f64 / wall
         );
-        if let Some(p) = parts.first().filter(|p| !p.report.plan.is_empty()) {
-            println!("plan: {}", p.report.plan);
+        if let Some(plan) = parts.first().and_then(|p| p.report.plan) {
+            println!("plan: {plan}");
         }
         if let (true, Some(p)) = (a.fixed, &first_proof) {
             println!("first proof (fixed r, s): {}", hex(p));

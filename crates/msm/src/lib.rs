@@ -21,6 +21,8 @@
 
 #![deny(unsafe_code)]
 
+#[cfg(feature = "ec-gpu-gen")]
+pub mod baseline;
 mod bases;
 mod batch;
 mod cpu;

@@ -39,6 +39,8 @@
 //! # }
 //! ```
 
+#[cfg(feature = "ec-gpu-gen")]
+pub mod baseline;
 mod cpu;
 mod cuda;
 mod cuda_h;

@@ -7,12 +7,14 @@ use std::sync::Arc;
 
 use zkpipe_cuda::{Context, Event, Stream};
 
+use crate::stats::{Stage, StageTime};
+
 /// Events at stage boundaries; stage k runs from mark k - 1 (or the start) to mark k.
 #[derive(Debug)]
 pub(crate) struct StageClock {
     ctx: Arc<Context>,
     start: Event,
-    marks: Vec<(&'static str, Event)>,
+    marks: Vec<(Stage, Event)>,
 }
 
 impl StageClock {
@@ -27,11 +29,11 @@ impl StageClock {
         })
     }
 
-    /// Marks the end of stage `name` after the work enqueued so far on `stream`.
-    pub fn mark(&mut self, name: &'static str, stream: &Stream) -> Result<(), zkpipe_cuda::Error> {
+    /// Marks the end of `stage` after the work enqueued so far on `stream`.
+    pub fn mark(&mut self, stage: Stage, stream: &Stream) -> Result<(), zkpipe_cuda::Error> {
         let e = Event::timed(&self.ctx)?;
         e.record(stream)?;
-        self.marks.push((name, e));
+        self.marks.push((stage, e));
         Ok(())
     }
 
@@ -48,11 +50,12 @@ impl StageClock {
     }
 
     /// Each stage's device milliseconds, in order (the work must be done).
-    pub fn stages(&self) -> Result<Vec<(&'static str, f64)>, zkpipe_cuda::Error> {
+    pub fn stages(&self) -> Result<Vec<StageTime>, zkpipe_cuda::Error> {
         let mut prev = &self.start;
         let mut out = Vec::with_capacity(self.marks.len());
-        for (name, e) in &self.marks {
-            out.push((*name, f64::from(prev.elapsed_ms(e)?)));
+        for (stage, e) in &self.marks {
+            let ms = f64::from(prev.elapsed_ms(e)?);
+            out.push(StageTime { stage: *stage, ms });
             prev = e;
         }
         Ok(out)

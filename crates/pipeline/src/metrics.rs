@@ -121,13 +121,15 @@ pub(crate) fn render(st: &EngineStats, queued: u64, stages: &StageHistograms) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stats::{Stage, StageTime};
 
     #[test]
     fn histograms_are_cumulative_and_count_every_observation() {
         let h = StageHistograms::default();
-        h.observe(&[("h_step", 3.0), ("msm_h", 900.0)], 1200.0);
-        h.observe(&[("h_step", 300.0)], 0.0);
-        h.observe(&[("h_step", 20000.0)], 0.0);
+        let t = |stage, ms| StageTime { stage, ms };
+        h.observe(&[t(Stage::HStep, 3.0), t(Stage::MsmH, 900.0)], 1200.0);
+        h.observe(&[t(Stage::HStep, 300.0)], 0.0);
+        h.observe(&[t(Stage::HStep, 20000.0)], 0.0);
         let st = EngineStats {
             moved_off_quarantined: 3,
             ..EngineStats::default()

@@ -91,12 +91,12 @@ pub struct JobReport {
     pub job: u64,
     /// The ordinal of the device the job ran on (None on the CPU).
     pub device: Option<usize>,
-    /// How the job used the device (empty on the CPU backend).
-    pub plan: String,
-    /// Device milliseconds of each stage, measured with CUDA events: `h_step`, `msm_h`, and on
-    /// the second stream beside it `msm_l`, `msm_a`, `msm_b_g1` (and `msm_b_g2` when G2 runs
-    /// on the GPU). Empty on the CPU backend.
-    pub device_ms: Vec<(&'static str, f64)>,
+    /// How the job used the device (None on the CPU backend).
+    pub plan: Option<PlanReport>,
+    /// Device milliseconds of each stage, measured with CUDA events: the H step, H's MSM, and
+    /// on the second stream beside it L's, A's, B's in G1 (and in G2 when G2 runs on the GPU).
+    /// Empty on the CPU backend.
+    pub device_ms: Vec<StageTime>,
     /// Device milliseconds from the H step's start to the end of the job's last MSM: the
     /// GPU time of the job (its MSMs run on two streams at once, so the stages overlap and
     /// their sum is more). 0 on the CPU backend.
@@ -118,7 +118,118 @@ impl JobReport {
     /// The stages' device milliseconds added up (more than [`JobReport::device_span_ms`]
     /// where stages overlap).
     pub fn device_total_ms(&self) -> f64 {
-        self.device_ms.iter().fold(0.0, |acc, (_, ms)| acc + ms)
+        self.device_ms.iter().fold(0.0, |acc, t| acc + t.ms)
+    }
+
+    /// The device milliseconds of `stage` (0 when the job had no such stage).
+    pub fn stage_ms(&self, stage: Stage) -> f64 {
+        self.device_ms
+            .iter()
+            .filter(|t| t.stage == stage)
+            .fold(0.0, |acc, t| acc + t.ms)
+    }
+}
+
+/// A job's stage on the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum Stage {
+    /// The H polynomial (its NTTs and pointwise steps).
+    HStep,
+    /// H's MSM.
+    MsmH,
+    /// L's MSM.
+    MsmL,
+    /// A's MSM.
+    MsmA,
+    /// B's MSM in G1.
+    MsmBG1,
+    /// B's MSM in G2.
+    MsmBG2,
+}
+
+impl Stage {
+    /// The stage's name in logs, metrics and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::HStep => "h_step",
+            Stage::MsmH => "msm_h",
+            Stage::MsmL => "msm_l",
+            Stage::MsmA => "msm_a",
+            Stage::MsmBG1 => "msm_b_g1",
+            Stage::MsmBG2 => "msm_b_g2",
+        }
+    }
+}
+
+impl std::fmt::Display for Stage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One stage's device milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StageTime {
+    pub stage: Stage,
+    pub ms: f64,
+}
+
+/// How a job used its device: the plan admission chose for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlanReport {
+    /// Device vectors of the H step: 4 (a, b, c and a scratch vector) or 3 (c copied into
+    /// b's vector from pinned memory later).
+    pub h_vectors: usize,
+    /// Points per MSM chunk.
+    pub chunk: usize,
+    pub bases: KeyPlacement,
+    pub memory: JobMemoryUse,
+}
+
+/// Where a job's key points were.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyPlacement {
+    /// Resident on the device.
+    Resident,
+    /// Streamed from the page-locked key in host memory.
+    Streamed,
+}
+
+/// How a job had its device memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobMemoryUse {
+    /// Kept by each worker from job to job: `bytes` a worker.
+    Kept { bytes: usize },
+    /// Allocated by each job, with `jobs_at_once` such jobs fitting side by side.
+    PerJob { jobs_at_once: usize },
+}
+
+impl std::fmt::Display for PlanReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let bases = match self.bases {
+            KeyPlacement::Resident => "resident",
+            KeyPlacement::Streamed => "streamed from the page-locked key",
+        };
+        write!(
+            f,
+            "H step in {} vectors, MSMs in chunks of 2^{} points, bases {bases}",
+            self.h_vectors,
+            self.chunk.trailing_zeros(),
+        )?;
+        match self.memory {
+            JobMemoryUse::Kept { bytes } => write!(
+                f,
+                ", memory kept by each worker ({:.2} GiB)",
+                bytes as f64 / (1u64 << 30) as f64
+            ),
+            JobMemoryUse::PerJob { jobs_at_once: 1 } => {
+                f.write_str(", memory per job, one job at a time")
+            }
+            JobMemoryUse::PerJob { jobs_at_once } => {
+                write!(f, ", memory per job, {jobs_at_once} jobs side by side")
+            }
+        }
     }
 }
 
@@ -215,10 +326,10 @@ pub(crate) struct StageHistograms {
 
 impl StageHistograms {
     /// Adds a job's stages (and its whole device span, as stage `job`).
-    pub fn observe(&self, device_ms: &[(&'static str, f64)], span_ms: f64) {
+    pub fn observe(&self, device_ms: &[StageTime], span_ms: f64) {
         let mut s = self.stages.lock().unwrap_or_else(|p| p.into_inner());
-        for &(stage, ms) in device_ms {
-            s.entry(stage).or_default().observe(ms);
+        for t in device_ms {
+            s.entry(t.stage.name()).or_default().observe(t.ms);
         }
         if span_ms > 0.0 {
             s.entry("job").or_default().observe(span_ms);
@@ -230,5 +341,61 @@ impl StageHistograms {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plan_reads_as_words_and_stages_by_name() {
+        let plan = |bases, memory| PlanReport {
+            h_vectors: 3,
+            chunk: 1 << 23,
+            bases,
+            memory,
+        };
+        let kept = plan(
+            KeyPlacement::Resident,
+            JobMemoryUse::Kept { bytes: 3 << 29 },
+        );
+        assert_eq!(
+            kept.to_string(),
+            "H step in 3 vectors, MSMs in chunks of 2^23 points, bases resident, memory kept by each worker (1.50 GiB)"
+        );
+        let alone = plan(
+            KeyPlacement::Streamed,
+            JobMemoryUse::PerJob { jobs_at_once: 1 },
+        );
+        assert!(alone.to_string().ends_with(
+            "bases streamed from the page-locked key, memory per job, one job at a time"
+        ));
+        let two = plan(
+            KeyPlacement::Streamed,
+            JobMemoryUse::PerJob { jobs_at_once: 2 },
+        );
+        assert!(two.to_string().ends_with("2 jobs side by side"), "{two}");
+        let report = JobReport {
+            device_ms: vec![
+                StageTime {
+                    stage: Stage::HStep,
+                    ms: 2.0,
+                },
+                StageTime {
+                    stage: Stage::MsmL,
+                    ms: 3.0,
+                },
+                StageTime {
+                    stage: Stage::HStep,
+                    ms: 0.5,
+                },
+            ],
+            ..JobReport::default()
+        };
+        assert_eq!(report.stage_ms(Stage::HStep), 2.5);
+        assert_eq!(report.stage_ms(Stage::MsmBG2), 0.0);
+        assert_eq!(report.device_total_ms(), 5.5);
+        assert_eq!(Stage::MsmBG1.to_string(), "msm_b_g1");
     }
 }

@@ -34,7 +34,7 @@ use crate::clock::StageClock;
 use crate::device::memory::{JobMemory, MemoryShape};
 use crate::device::DeviceShared;
 use crate::prover::{check_satisfied, Assignment};
-use crate::stats::Counters;
+use crate::stats::{Counters, KeyPlacement, Stage};
 use crate::{DeviceFault, ProveError, Scalars};
 
 /// How long a staging copy waits for pinned memory from the pool.
@@ -167,7 +167,11 @@ impl GpuWorker {
         let bytes = staged.bytes;
         let locked = self.under_lock(job, &plan, resident.as_deref(), staged, held)?;
         // A replaced key's memory goes (if this job held it last) before the job stops counting.
-        let plan_text = report::describe(&plan, resident.is_some());
+        let bases = match resident {
+            Some(_) => KeyPlacement::Resident,
+            None => KeyPlacement::Streamed,
+        };
+        let plan_report = report::plan_report(&plan, bases);
         drop(resident);
         drop(active);
 
@@ -192,7 +196,7 @@ impl GpuWorker {
         let report = crate::stats::JobReport {
             job: job.id,
             device: Some(self.ordinal()),
-            plan: plan_text,
+            plan: Some(plan_report),
             device_ms,
             device_span_ms,
             staging_ms,
@@ -250,7 +254,7 @@ impl GpuWorker {
             }
         };
         clock
-            .mark("h_step", self.ntt.stream())
+            .mark(Stage::HStep, self.ntt.stream())
             .map_err(|e| self.err(e))?;
         Counters::add(&stats.h_ns, t.elapsed());
         self.dev.sample(stats);

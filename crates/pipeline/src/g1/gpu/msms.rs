@@ -15,6 +15,7 @@ use super::GpuWorker;
 use crate::clock::StageClock;
 use crate::device::memory::{Batches, ResidentKey};
 use crate::prover::{G1Parts, G1Query, WitnessQuery};
+use crate::stats::Stage;
 use crate::{DeviceFault, ProveError, ProvingKey};
 
 /// The split witness on the device: its tail and the queries' bitmaps.
@@ -136,7 +137,7 @@ impl GpuWorker {
         let n = bases.len();
         let ticket = batch.dense(bases, h, n).map_err(msm_err("h"))?;
         clock
-            .mark("msm_h", self.msm.stream())
+            .mark(Stage::MsmH, self.msm.stream())
             .map_err(|e| self.err(e))?;
         let (results, mem) = batch.finish_keeping().map_err(msm_err("h"))?;
         let sum = Some(Pending { results, ticket });
@@ -169,7 +170,7 @@ impl GpuWorker {
                 .map_err(msm_err(name))?;
             tickets.push(t);
             clock
-                .mark(stage_name(q.query()), s)
+                .mark(stage_of(q.query()), s)
                 .map_err(|e| self.err(e))?;
         }
         let g2 = match g2_mem {
@@ -180,7 +181,7 @@ impl GpuWorker {
                 let t = batch
                     .split(bases, &witness.split, witness.query(q))
                     .map_err(msm_err(q.name()))?;
-                clock.mark(stage_name(q), s).map_err(|e| self.err(e))?;
+                clock.mark(stage_of(q), s).map_err(|e| self.err(e))?;
                 Some((batch, t))
             }
             None => None,
@@ -242,11 +243,11 @@ fn source<'a, C: GpuCurve>(
     }
 }
 
-fn stage_name(q: WitnessQuery) -> &'static str {
+fn stage_of(q: WitnessQuery) -> Stage {
     match q {
-        WitnessQuery::L => "msm_l",
-        WitnessQuery::A => "msm_a",
-        WitnessQuery::B1 => "msm_b_g1",
-        WitnessQuery::B2 => "msm_b_g2",
+        WitnessQuery::L => Stage::MsmL,
+        WitnessQuery::A => Stage::MsmA,
+        WitnessQuery::B1 => Stage::MsmBG1,
+        WitnessQuery::B2 => Stage::MsmBG2,
     }
 }

@@ -1,16 +1,12 @@
-//! What a job on the device did: its plan in words, its stage times added to the engine's
+//! What a job on the device did: its plan, its stage times added to the engine's
 //! counters, its span and the log.
 
 use crate::plan::{HStep, JobPlan};
-use crate::stats::{Counters, JobReport};
+use crate::stats::{Counters, JobMemoryUse, JobReport, KeyPlacement, PlanReport, Stage};
 
 /// Adds a job's device times to the engine's counters, its span and the log.
 pub(super) fn record(stats: &Counters, r: &JobReport) {
-    let h_ms = r
-        .device_ms
-        .iter()
-        .filter(|s| s.0 == "h_step")
-        .fold(0.0, |acc, s| acc + s.1);
+    let h_ms = r.stage_ms(Stage::HStep);
     // The MSMs' device time: from the H step's end to the last MSM's (they overlap).
     let msm_ms = r.device_span_ms - h_ms;
     Counters::add_ms(&stats.h_gpu_ns, h_ms);
@@ -22,7 +18,7 @@ pub(super) fn record(stats: &Counters, r: &JobReport) {
     span.record("msm_gpu_ms", msm_ms);
     tracing::info!(
         job = r.job,
-        plan = %r.plan,
+        plan = %r.plan.map_or(String::new(), |p| p.to_string()),
         upload_bytes = r.uploaded_bytes,
         device_ms = ?r.device_ms,
         device_span_ms = r.device_span_ms,
@@ -32,27 +28,19 @@ pub(super) fn record(stats: &Counters, r: &JobReport) {
     );
 }
 
-/// The plan in words, for reports and logs.
-pub(super) fn describe(plan: &JobPlan, resident: bool) -> String {
-    format!(
-        "H step in {} vectors, MSMs in chunks of 2^{} points, bases {}{}",
-        match plan.h_step {
+/// The plan as the job's report gives it.
+pub(super) fn plan_report(plan: &JobPlan, bases: KeyPlacement) -> PlanReport {
+    PlanReport {
+        h_vectors: match plan.h_step {
             HStep::Four => 4,
             HStep::Three => 3,
         },
-        plan.chunk.trailing_zeros(),
-        if resident {
-            "resident"
-        } else {
-            "streamed from the page-locked key"
+        chunk: plan.chunk,
+        bases,
+        memory: match (plan.kept, plan.side_by_side) {
+            (0, true) => JobMemoryUse::PerJob { jobs_at_once: 2 },
+            (0, false) => JobMemoryUse::PerJob { jobs_at_once: 1 },
+            (bytes, _) => JobMemoryUse::Kept { bytes },
         },
-        match (plan.kept, plan.side_by_side) {
-            (0, true) => ", memory per job, two jobs side by side".to_string(),
-            (0, false) => ", memory per job, one job at a time".to_string(),
-            (kept, _) => format!(
-                ", memory kept by each worker ({:.2} GiB)",
-                kept as f64 / (1u64 << 30) as f64
-            ),
-        }
-    )
+    }
 }
