@@ -230,7 +230,9 @@ fn every_driver_call_of_a_job_fails_in_turn_and_the_engine_survives() {
     phase_leaks("the sticky faults");
 
     // Targeted kinds: out of memory in device, pinned and registered allocations; a copy, an
-    // event record, a launch; a synchronize that hangs for 3 s and then fails.
+    // event record, a launch out of resources (701: a launch fault the context survives; 719,
+    // a kernel's failure, is sticky and quarantines the device from its status alone); a
+    // synchronize that hangs for 3 s and then fails.
     let mut targeted = Outcomes::default();
     for (call, code) in [
         ("cuMemAlloc_v2", 2),
@@ -238,7 +240,7 @@ fn every_driver_call_of_a_job_fails_in_turn_and_the_engine_survives() {
         ("cuMemHostRegister_v2", 2),
         ("cuMemcpyHtoDAsync_v2", 1),
         ("cuEventRecord", 1),
-        ("cuLaunchKernel", 719),
+        ("cuLaunchKernel", 701),
     ] {
         for n in [1, 2, 3, 5, 8, 13] {
             inject(
@@ -252,6 +254,14 @@ fn every_driver_call_of_a_job_fails_in_turn_and_the_engine_survives() {
     let hang = Fault::nth_call("cuStreamSynchronize", 2, 999).after(Duration::from_secs(3));
     inject(&s, hang, OnDeviceFailure::Fail, &mut targeted);
     println!("targeted: {targeted:?}");
+    // A kernel's failure (719) once: sticky by its status, so the device is quarantined from
+    // the error alone (the context itself still works here: the fault was injected), and the
+    // job is proved again on the CPU.
+    let mut launch_failed = Outcomes::default();
+    let f = Fault::nth_call("cuLaunchKernel", 1, 719);
+    inject(&s, f, OnDeviceFailure::Cpu, &mut launch_failed);
+    println!("a launch failure once: {launch_failed:?}");
+    assert_eq!(launch_failed.quarantined, 1, "{launch_failed:?}");
     phase_leaks("the targeted faults");
 
     // A sticky fault aimed at another device (Fault::on_device): this engine's device (0)
