@@ -177,7 +177,7 @@ proptest! {
                     prop_assert!(l.intact(), "a live buffer was overwritten");
                     model.give_back(l.buf.capacity_bytes());
                     if let Op::ReturnAfterEvent(_) = o {
-                        let ev = Event::new(&ctx, false).unwrap();
+                        let ev = Event::new(&ctx, zkpipe_cuda::Timing::Disabled).unwrap();
                         ev.record(&stream).unwrap();
                         l.buf.release_after(ev);
                     }

@@ -12,7 +12,7 @@ pub const CUDA_ERROR_OUT_OF_MEMORY: u32 = 2;
 /// `CUDA_ERROR_NOT_FOUND`: e.g. a function name missing from a module.
 pub const CUDA_ERROR_NOT_FOUND: u32 = 500;
 
-/// Driver statuses after which, as the driver API's reference says of each, "the process [is]
+/// Driver statuses after which, as the driver API's reference says of each, "the process \[is\]
 /// in an inconsistent state and any further CUDA work will return the same error":
 /// `CUDA_ERROR_ILLEGAL_ADDRESS` (700), `LAUNCH_TIMEOUT` (702), `HARDWARE_STACK_ERROR` (714),
 /// `ILLEGAL_INSTRUCTION` (715), `MISALIGNED_ADDRESS` (716), `INVALID_ADDRESS_SPACE` (717),

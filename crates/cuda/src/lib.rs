@@ -39,4 +39,4 @@ pub use module::{
     Cubin, Function, ImageBytes, KernelImage, KernelParam, LaunchConfig, LoadedFrom, Module,
     Prefer, Ptx,
 };
-pub use stream::{Event, Stream};
+pub use stream::{Event, Stream, Timing};

@@ -60,7 +60,7 @@ impl Stream {
 
     /// Records a new event (without timing) on this stream and returns it.
     pub fn record(&self) -> Result<Event> {
-        let e = Event::new(&self.ctx, false)?;
+        let e = Event::new(&self.ctx, Timing::Disabled)?;
         e.record(self)?;
         Ok(e)
     }
@@ -92,7 +92,16 @@ impl Drop for Stream {
 pub struct Event {
     ctx: Arc<Context>,
     raw: CUevent,
-    timing: bool,
+    timing: Timing,
+}
+
+/// Whether an event records times ([`Event::elapsed_ms`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Timing {
+    /// Timed: at a small cost per record.
+    Enabled,
+    /// Only for ordering (waits between streams, completion).
+    Disabled,
 }
 
 // SAFETY: event handles may be used from any thread of the process.
@@ -101,10 +110,13 @@ unsafe impl Send for Event {}
 unsafe impl Sync for Event {}
 
 impl Event {
-    /// Creates an event; `timing` enables [`Event::elapsed_ms`] (at a small cost per record).
-    pub fn new(ctx: &Arc<Context>, timing: bool) -> Result<Self> {
+    /// Creates an event, timed or not.
+    pub fn new(ctx: &Arc<Context>, timing: Timing) -> Result<Self> {
         ctx.bind()?;
-        let flags = if timing { 0 } else { event::DISABLE_TIMING };
+        let flags = match timing {
+            Timing::Enabled => 0,
+            Timing::Disabled => event::DISABLE_TIMING,
+        };
         let raw = event::create(flags)?;
         Ok(Self {
             ctx: Arc::clone(ctx),
@@ -115,7 +127,7 @@ impl Event {
 
     /// Creates a timing event.
     pub fn timed(ctx: &Arc<Context>) -> Result<Self> {
-        Self::new(ctx, true)
+        Self::new(ctx, Timing::Enabled)
     }
 
     /// Records the event at the current end of `stream`'s work.
@@ -152,7 +164,7 @@ impl Event {
 
     /// Whether the event was created with timing.
     pub fn is_timed(&self) -> bool {
-        self.timing
+        self.timing == Timing::Enabled
     }
 
     /// Milliseconds from this event to `end`; both must be timing events that completed.

@@ -287,7 +287,7 @@ fn modules_load_and_launches_check_arguments() {
 fn an_error_recorded_by_a_drop_does_not_fail_anothers_synchronize() {
     let Some(ctx) = gpu_context() else { return };
     let s = Stream::new(&ctx).unwrap();
-    let e = Event::new(&ctx, false).unwrap();
+    let e = Event::new(&ctx, zkpipe_cuda::Timing::Disabled).unwrap();
     ctx.record_err(Error::NoDevice { count: 0 });
     // Another value's cleanup failed: this stream's and this event's work did not.
     s.synchronize().unwrap();

@@ -29,7 +29,7 @@ impl EcGpuGenMultiexp {
         })
     }
 
-    /// sum exps[i] · bases[i] with `window` bits per window; `exps` are canonical integers.
+    /// sum exps\[i\] · bases\[i\] with `window` bits per window; `exps` are canonical integers.
     /// ec-gpu-gen's layout: 2 × (SMs × 128) threads, each summing one window of one group of
     /// points into its own buckets; the host adds the thread results and the windows.
     pub fn multiexp(

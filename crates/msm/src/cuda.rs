@@ -464,7 +464,7 @@ impl CudaMsm {
         })
     }
 
-    /// sum scalars[i] · bases[i] with the bases on the device.
+    /// sum scalars\[i\] · bases\[i\] with the bases on the device.
     pub fn msm<C: GpuCurve>(
         &self,
         bases: &DeviceBases<C>,

@@ -644,7 +644,7 @@ impl MsmKernels {
         Ok(())
     }
 
-    /// counts[key] += 1 over the first m keys.
+    /// counts\[key\] += 1 over the first m keys.
     pub fn histogram(
         &self,
         s: &Stream,
@@ -904,7 +904,7 @@ impl MsmKernels {
 }
 
 impl MsmKernels {
-    /// tasks[b] = ceil(counts[b] / t).
+    /// tasks\[b\] = ceil(counts\[b\] / t).
     pub fn task_counts(
         &self,
         s: &Stream,
@@ -951,8 +951,8 @@ fn fold_steps(most: usize) -> Result<(Vec<u32>, u32), CudaError> {
 }
 
 impl MsmKernels {
-    /// For each task slot g < slots: keys[g] = t - (task g's length), vals[g] = g and
-    /// bucket_of[g] = its bucket; slots past the task count get the no-key marker. Sorted by
+    /// For each task slot g < slots: keys\[g\] = t - (task g's length), vals\[g\] = g and
+    /// bucket_of\[g\] = its bucket; slots past the task count get the no-key marker. Sorted by
     /// key, the tasks come longest first.
     pub fn task_keys(
         &self,
@@ -1029,7 +1029,7 @@ impl CurveKernels {
         Ok(())
     }
 
-    /// partial[k] = the sum of task k's points: task j of bucket b covers its points
+    /// partial\[k\] = the sum of task k's points: task j of bucket b covers its points
     /// [j·t, (j + 1)·t). `partial` holds at least the number of tasks.
     pub fn task_sums<A: Pod, J: Pod>(
         &self,
@@ -1108,10 +1108,10 @@ impl CurveKernels {
         split
     }
 
-    /// sums[b] = the sum of bucket b's task sums (`+=` with [`BucketWrite::Add`]): first levels of a
-    /// tree over each bucket's tasks, each adding [`TASK_FOLD`] task sums into one, then one
+    /// sums\[b\] = the sum of bucket b's task sums (`+=` with [`BucketWrite::Add`]): first levels of a
+    /// tree over each bucket's tasks, each adding `TASK_FOLD` task sums into one, then one
     /// thread a bucket adding what the levels left. `tasks.most`, a bound on any bucket's
-    /// tasks, sets the levels so that at most [`TASK_FOLD`] are left; the sum is right for any count,
+    /// tasks, sets the levels so that at most `TASK_FOLD` are left; the sum is right for any count,
     /// a bucket beyond the bound only leaving its thread more to add.
     pub fn task_reduce<J: Pod>(
         &self,
@@ -1196,7 +1196,7 @@ impl CurveKernels {
         Ok(())
     }
 
-    /// out[g] = the sum of input[g·k .. (g + 1)·k) for g < groups.
+    /// out\[g\] = the sum of input[g·k .. (g + 1)·k) for g < groups.
     pub fn sum_groups<J: Pod>(
         &self,
         s: &Stream,
@@ -1216,7 +1216,7 @@ impl CurveKernels {
         Ok(())
     }
 
-    /// out[t] = the sum of the first n points whose scalar is one, over a strided share per thread;
+    /// out\[t\] = the sum of the first n points whose scalar is one, over a strided share per thread;
     /// `flag` becomes nonzero if a scalar is neither zero nor one.
     pub fn boolean<A: Pod, J: Pod>(
         &self,

@@ -99,7 +99,7 @@ impl MsmError {
     }
 }
 
-/// The MSM stage: sum of scalars[i] · bases[i], optionally over the variables that a density
+/// The MSM stage: sum of scalars\[i\] · bases\[i\], optionally over the variables that a density
 /// bitmap selects (then bases hold only the selected variables, in order).
 pub trait Msm: Send + Sync {
     /// An MSM in G1.

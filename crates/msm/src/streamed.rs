@@ -116,7 +116,7 @@ impl CudaMsm {
         2 * chunk * per_point + work
     }
 
-    /// sum scalars[i] · bases[i] with both in pinned host memory, streamed in chunks.
+    /// sum scalars\[i\] · bases\[i\] with both in pinned host memory, streamed in chunks.
     ///
     /// Gives the same point as [`CudaMsm::msm`] on the same inputs. Scalars are in Montgomery
     /// form, as blstrs holds them ([`zkpipe_field::cast::scalars_as_fr`]).

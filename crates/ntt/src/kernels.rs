@@ -55,7 +55,7 @@ pub const IMAGE: KernelImage = KernelImage {
 /// (benches/NOTES.md).
 pub const MAX_DEG: u32 = 8;
 
-/// Two-level power tables: w^e = lo[e mod 2^lo_bits] · hi[e >> lo_bits].
+/// Two-level power tables: w^e = lo[e mod 2^lo_bits] · hi\[e >> lo_bits\].
 #[derive(Debug)]
 pub struct PowerTables {
     /// w^j for j < 2^lo_bits.
@@ -392,7 +392,7 @@ impl NttKernels {
         Ok(())
     }
 
-    /// out[i] = w^i for i < out.len() (at most 2^tables.log_n), from the two-level tables.
+    /// out\[i\] = w^i for i < out.len() (at most 2^tables.log_n), from the two-level tables.
     pub fn expand(
         &self,
         s: &Stream,
@@ -416,7 +416,7 @@ impl NttKernels {
         Ok(())
     }
 
-    /// x[i] -= y[i] over all of x (y at least as long).
+    /// x\[i\] -= y\[i\] over all of x (y at least as long).
     pub fn sub(
         &self,
         s: &Stream,
@@ -440,7 +440,7 @@ impl NttKernels {
         Ok(())
     }
 
-    /// y[bitrev(i)] = x[i] over 2^log_n elements.
+    /// y[bitrev(i)] = x\[i\] over 2^log_n elements.
     pub fn bit_reverse(
         &self,
         s: &Stream,

@@ -66,7 +66,7 @@ pub struct Config {
     /// Where the G2 MSM runs.
     pub g2: G2Placement,
     /// Page-locked host memory the engine lends for witnesses' a, b, c and aux values
-    /// ([`Engine::lend_witness`], [`Engine::lend_evaluations`]), allocated as first needed and
+    /// ([`crate::Engine::lend_witness`], [`crate::Engine::lend_evaluations`]), allocated as first needed and
     /// reused. Each vector lent takes 32 bytes per point of the key's domain: a 2^27
     /// partition's a, b and c take 12 GiB, its aux 4 GiB more; two or three such sets keep two
     /// workers busy. Default 0: none lent.
@@ -82,11 +82,11 @@ pub struct Config {
     /// to none, and logs it. 0 and 1: none. Default 1.
     pub key_multiples: usize,
     /// Page-lock a proving key's points in host memory when its first job is submitted to
-    /// a GPU engine ([`ProvingKey::pin`]): uploads of them are then DMA at full speed.
+    /// a GPU engine ([`crate::ProvingKey::pin`]): uploads of them are then DMA at full speed.
     /// Default true.
     pub pin_key: bool,
     /// What becomes of the jobs of a device quarantined after a fault that leaves it
-    /// unusable ([`Engine::quarantined`]). Default: they fail.
+    /// unusable ([`crate::Engine::quarantined`]). Default: they fail.
     pub on_device_failure: OnDeviceFailure,
     /// The check of every proof before it is returned. Default: [`ProofCheck::Pairing`].
     pub proof_check: ProofCheck,

@@ -17,7 +17,7 @@ use crate::{LentWitness, PinnedScalars, ProveError, ProvingKey, Scalars, Witness
 
 impl Engine {
     /// Page-locked room for one witness's a, b and c (the key's domain size each), lent from
-    /// the engine's pool ([`Config::pinned_witness`]): synthesis writes into it
+    /// the engine's pool ([`crate::Config::pinned_witness`]): synthesis writes into it
     /// ([`Scalars::push`], [`crate::PinnedScalars::extend_from_slice`]), the engine
     /// uploads it by DMA with no staging copy, and it goes back to the pool once uploaded.
     /// Waits up to `timeout` while the pool's memory is lent. An engine without GPUs lends
