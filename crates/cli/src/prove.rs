@@ -108,10 +108,15 @@ enum Witnesses {
 impl Witnesses {
     /// The next witness: a generated one written into pinned memory lent by the engine (a, b,
     /// c and the aux values) when it lends any, else into fresh vectors.
-    fn next(&self, engine: &Engine, key: &ProvingKey, lend: bool) -> Result<Witness, String> {
+    fn next(
+        &self,
+        engine: &Engine,
+        key: &ProvingKey,
+        memory: WitnessMemory,
+    ) -> Result<Witness, String> {
         match self {
             Witnesses::Copies(w) => Ok(w.clone()),
-            Witnesses::Generated(g) if lend => {
+            Witnesses::Generated(g) if memory == WitnessMemory::Lent => {
                 let room = engine
                     .lend_witness(key, LEND_WAIT)
                     .map_err(|e| e.to_string())?;
@@ -136,7 +141,29 @@ impl Witnesses {
 const LEND_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// A key, its witnesses, and public inputs when the key is real.
-type Job = (ProvingKey, Witnesses, Option<Vec<Scalar>>);
+struct Job {
+    key: ProvingKey,
+    witnesses: Witnesses,
+    inputs: Option<Vec<Scalar>>,
+}
+
+/// How a parameter file's points are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PointCheck {
+    /// On the curve and in the subgroup, every point.
+    Every,
+    /// Only their encodings (trusted parameters: `--params-unchecked`).
+    EncodingOnly,
+}
+
+/// Where generated witnesses are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WitnessMemory {
+    /// Into pinned memory the engine lends.
+    Lent,
+    /// Into fresh vectors.
+    Owned,
+}
 
 fn job(a: &Args) -> Result<Job, Error> {
     let n = 1usize << a.k;
@@ -160,7 +187,11 @@ fn job(a: &Args) -> Result<Job, Error> {
             w.aux.len(),
             t.elapsed().as_secs_f64()
         );
-        Ok((key, Witnesses::Copies(w), Some(inputs)))
+        Ok(Job {
+            key,
+            witnesses: Witnesses::Copies(w),
+            inputs: Some(inputs),
+        })
     } else {
         let shape = Shape::filecoin(a.k);
         let t = Instant::now();
@@ -173,20 +204,24 @@ fn job(a: &Args) -> Result<Job, Error> {
             shape.aux,
             t.elapsed().as_secs_f64()
         );
-        Ok((key, Witnesses::Generated(w), None))
+        Ok(Job {
+            key,
+            witnesses: Witnesses::Generated(w),
+            inputs: None,
+        })
     }
 }
 
 /// A key read from a parameter file, with witnesses shaped to it. A file that cannot be read
 /// as one is a usage error naming what was wrong where.
-fn params_job(path: &std::path::Path, unchecked: bool) -> Result<Job, Failure> {
+fn params_job(path: &std::path::Path, check: PointCheck) -> Result<Job, Failure> {
     let bad =
         |e: &dyn std::fmt::Display| Failure::Usage(format!("--params {}: {e}", path.display()));
     let file_bytes = std::fs::metadata(path).map_err(|e| bad(&e))?.len();
     let t = Instant::now();
-    let key = match unchecked {
-        true => read_params_unchecked(path),
-        false => read_params(path),
+    let key = match check {
+        PointCheck::EncodingOnly => read_params_unchecked(path),
+        PointCheck::Every => read_params(path),
     }
     .map_err(|e| bad(&e))?;
     let secs = t.elapsed().as_secs_f64();
@@ -200,12 +235,16 @@ fn params_job(path: &std::path::Path, unchecked: bool) -> Result<Job, Failure> {
         key.num_inputs(),
         key.num_aux(),
         file_bytes as f64 / secs.max(1e-9) / 1e9,
-        match unchecked {
-            true => "encodings checked (--params-unchecked)",
-            false => "every point checked",
+        match check {
+            PointCheck::EncodingOnly => "encodings checked (--params-unchecked)",
+            PointCheck::Every => "every point checked",
         }
     );
-    Ok((key, Witnesses::Generated(witnesses), None))
+    Ok(Job {
+        key,
+        witnesses: Witnesses::Generated(witnesses),
+        inputs: None,
+    })
 }
 
 const GIB: f64 = (1u64 << 30) as f64;
@@ -427,8 +466,16 @@ fn engine_config(a: &Args) -> Result<Config, Failure> {
 pub fn run(a: &Args) -> Result<(), Failure> {
     let cfg = engine_config(a)?;
     check_size(a)?;
-    let (key, witnesses, inputs) = match &a.params {
-        Some(path) => params_job(path, a.params_unchecked)?,
+    let check = match a.params_unchecked {
+        true => PointCheck::EncodingOnly,
+        false => PointCheck::Every,
+    };
+    let Job {
+        key,
+        witnesses,
+        inputs,
+    } = match &a.params {
+        Some(path) => params_job(path, check)?,
         None => job(a)?,
     };
     // Under a generated key no proof can verify: the engine's check before return is off, and
@@ -451,6 +498,10 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     };
     let engine = Engine::start(cfg.with_pinned_witness(pinned_witness)).map_err(Failure::start)?;
     let lend = engine.on_gpu() && pin && !a.cpu && matches!(witnesses, Witnesses::Generated(_));
+    let witness_memory = match lend {
+        true => WitnessMemory::Lent,
+        false => WitnessMemory::Owned,
+    };
     crate::say!("engine: {}", engine.backend());
     if engine.on_gpu() && pin {
         let t = Instant::now();
@@ -503,7 +554,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
                 let (next, witnesses, engine, key) = (&next, &witnesses, &engine, &key);
                 scope.spawn(move || -> Result<(), String> {
                     while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < a.proofs {
-                        let w = witnesses.next(engine, key, lend)?;
+                        let w = witnesses.next(engine, key, witness_memory)?;
                         let randomness = match a.fixed {
                             true => Randomness::Fixed {
                                 r: Scalar::from(7u64),
