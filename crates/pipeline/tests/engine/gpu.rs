@@ -8,8 +8,8 @@ use blstrs::Scalar;
 use zkpipe_cuda::testing::gpu_context;
 use zkpipe_pipeline::testgen::{random_key, random_witness, Shape, WitnessSource};
 use zkpipe_pipeline::{
-    Backend, Config, Engine, G2Placement, JobMemoryUse, KeyPlacement, OnDeviceFailure, ProofCheck,
-    ProveError, Randomness, Scalars,
+    Backend, Config, Engine, G2Placement, JobMemoryUse, KeyPlacement, OnDeviceFailure, PlanReport,
+    ProofCheck, ProveError, Randomness, Scalars,
 };
 
 const MIB: usize = 1 << 20;
@@ -305,18 +305,8 @@ fn proofs_are_byte_identical_across_backends_caps_and_residency() {
         plans.iter().any(|p| p.bases == KeyPlacement::Streamed),
         "{plans:?}"
     );
-    assert!(
-        plans
-            .iter()
-            .any(|p| matches!(p.memory, JobMemoryUse::Kept { .. })),
-        "{plans:?}"
-    );
-    assert!(
-        plans
-            .iter()
-            .any(|p| matches!(p.memory, JobMemoryUse::PerJob { .. })),
-        "{plans:?}"
-    );
+    assert_some_plan(&plans, |p| matches!(p.memory, JobMemoryUse::Kept { .. }));
+    assert_some_plan(&plans, |p| matches!(p.memory, JobMemoryUse::PerJob { .. }));
 }
 
 #[test]
@@ -578,18 +568,8 @@ fn keys_of_two_domain_sizes_alternate_on_two_workers_without_a_wait_for_ever() {
         }
     }
     println!("plans: {plans:#?}");
-    assert!(
-        plans
-            .iter()
-            .any(|p| matches!(p.memory, JobMemoryUse::Kept { .. })),
-        "{plans:?}"
-    );
-    assert!(
-        plans
-            .iter()
-            .any(|p| matches!(p.memory, JobMemoryUse::PerJob { .. })),
-        "{plans:?}"
-    );
+    assert_some_plan(&plans, |p| matches!(p.memory, JobMemoryUse::Kept { .. }));
+    assert_some_plan(&plans, |p| matches!(p.memory, JobMemoryUse::PerJob { .. }));
 }
 
 #[test]
@@ -630,4 +610,10 @@ fn a_witness_that_does_not_satisfy_the_circuit_is_an_error_on_the_gpu() {
     }
     // The engine goes on.
     engine.submit(&key, good, fixed).unwrap().wait().unwrap();
+}
+
+/// Asserts that some job ran under a plan with the property `has`.
+#[track_caller]
+fn assert_some_plan(plans: &[PlanReport], has: impl Fn(&PlanReport) -> bool) {
+    assert!(plans.iter().any(has), "no such plan among {plans:#?}");
 }
