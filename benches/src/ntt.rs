@@ -11,11 +11,11 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use serde_json::json;
 use zkpipe_cuda::{Context, DeviceBuffer};
+use zkpipe_cuda::{StageClock, Timing};
 use zkpipe_field::{cast, Fr};
 use zkpipe_ntt::baseline::EcGpuGenFft;
 use zkpipe_ntt::{CpuNtt, CudaNtt, Direction, Ntt, NttConfig};
 use zkpipe_pinned::PinnedBuffer;
-use zkpipe_stream::Timer;
 
 use crate::load::ECGPU;
 use crate::stats::median;
@@ -124,9 +124,9 @@ fn time_device(
     for i in 0..=runs {
         data.copy_from_device_async_at(0, src, stream)?;
         stream.synchronize()?;
-        let t = Timer::start(ctx, stream)?;
+        let t = StageClock::start(ctx, stream, Timing::Enabled)?;
         f(data, scratch)?;
-        let ms = f64::from(t.stop(stream)?);
+        let ms = t.stop("ntt", stream)?;
         if i > 0 {
             v.push(ms);
         }
@@ -164,9 +164,9 @@ fn h_step(
     // Upload alone (one 4 GiB vector), event-timed.
     let mut dev = DeviceBuffer::<Fr>::alloc(ctx, n)?;
     let copy = zkpipe_stream::Stream::new(ctx)?;
-    let t = Timer::start(ctx, &copy)?;
+    let t = StageClock::start(ctx, &copy, Timing::Enabled)?;
     let a = zkpipe_stream::upload(&copy, a, &mut dev, 0)?.wait()?;
-    let upload_one_ms = f64::from(t.stop(&copy)?);
+    let upload_one_ms = t.stop("upload", &copy)?;
     drop(dev);
 
     // From pinned memory into buffers kept from one step to the next, as a service would run
@@ -193,9 +193,9 @@ fn h_step(
         db.copy_from_host(&b)?;
         dc.ok_or("the kept H-step buffers hold no c")?
             .copy_from_host(&c)?;
-        let t = Timer::start(ctx, stream)?;
+        let t = StageClock::start(ctx, stream, Timing::Enabled)?;
         ntt.h_step_in(&mut bufs)?;
-        let ms = f64::from(t.stop(stream)?);
+        let ms = t.stop("ntt", stream)?;
         if i > 0 {
             kept_ms.push(ms);
         }
@@ -208,9 +208,9 @@ fn h_step(
         // Device-resident: uploads excluded.
         let up = |v: &[Fr]| DeviceBuffer::from_host(ctx, v);
         let (da, db, dc) = (up(&a)?, up(&b)?, up(&c)?);
-        let t = Timer::start(ctx, stream)?;
+        let t = StageClock::start(ctx, stream, Timing::Enabled)?;
         let h = ntt.h_step_device(da, db, dc)?;
-        let ms = f64::from(t.stop(stream)?);
+        let ms = t.stop("ntt", stream)?;
         drop(h);
         // From pinned memory, uploads overlapped (host-timed, from the first upload to h).
         let t = Instant::now();
@@ -254,10 +254,10 @@ fn upload_probe(
     let copy = zkpipe_stream::Stream::new(ctx)?;
     let mut host = Some(host);
     let mut timed = |dev: &mut DeviceBuffer<Fr>| -> BenchResult<f64> {
-        let t = Timer::start(ctx, &copy)?;
+        let t = StageClock::start(ctx, &copy, Timing::Enabled)?;
         let h = host.take().ok_or("no host buffer")?;
         host = Some(zkpipe_stream::upload(&copy, h, dev, 0)?.wait()?);
-        Ok(f64::from(t.stop(&copy)?))
+        Ok(t.stop("upload", &copy)?)
     };
     let mut rows = Vec::new();
     for pause_ms in [0u64, 500] {

@@ -5,9 +5,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use zkpipe_cuda::{Context, DeviceBuffer};
+use zkpipe_cuda::{StageClock, Timing};
 use zkpipe_pinned::{PinnedMemory, PinnedPool, RegisteredVec};
 use zkpipe_stream::kernels::Spin;
-use zkpipe_stream::{download, upload, Event, Stream, Timer};
+use zkpipe_stream::{download, upload, Stream};
 
 use crate::stats::{gbps, median, size_label};
 use crate::{BenchResult, Report};
@@ -22,7 +23,7 @@ fn time_ms(runs: usize, mut f: impl FnMut() -> BenchResult<f64>) -> BenchResult<
     Ok(median(v))
 }
 
-/// Event-timed upload then download of a pinned host buffer; returns (h2d ms, d2h ms).
+/// Upload then download of a pinned host buffer; returns (h2d ms, d2h ms).
 fn pinned_pair<H: PinnedMemory<u8>>(
     ctx: &Arc<Context>,
     stream: &Stream,
@@ -32,16 +33,16 @@ fn pinned_pair<H: PinnedMemory<u8>>(
 ) -> BenchResult<(f64, f64, H)> {
     let mut slot = Some(host);
     let h2d = time_ms(runs, || {
-        let t = Timer::start(ctx, stream)?;
+        let t = StageClock::start(ctx, stream, Timing::Enabled)?;
         let h = slot.take().ok_or("host buffer lost")?;
         slot = Some(upload(stream, h, dev, 0)?.wait()?);
-        Ok(f64::from(t.stop(stream)?))
+        Ok(t.stop("upload", stream)?)
     })?;
     let d2h = time_ms(runs, || {
-        let t = Timer::start(ctx, stream)?;
+        let t = StageClock::start(ctx, stream, Timing::Enabled)?;
         let h = slot.take().ok_or("host buffer lost")?;
         slot = Some(download(stream, dev, 0, h)?.wait()?);
-        Ok(f64::from(t.stop(stream)?))
+        Ok(t.stop("download", stream)?)
     })?;
     Ok((h2d, d2h, slot.ok_or("host buffer lost")?))
 }
@@ -143,37 +144,34 @@ fn overlap(
     let mut slot = Some(pool.acquire::<u8>(bytes, Duration::from_secs(60))?);
 
     let copy_ms = time_ms(runs, || {
-        let t = Timer::start(ctx, &copy_stream)?;
+        let t = StageClock::start(ctx, &copy_stream, Timing::Enabled)?;
         let h = slot.take().ok_or("host buffer lost")?;
         slot = Some(upload(&copy_stream, h, &mut dev, 0)?.wait()?);
-        Ok(f64::from(t.stop(&copy_stream)?))
+        Ok(t.stop("copy", &copy_stream)?)
     })?;
     // Calibrate the kernel to about the copy's length.
     let probe_cycles = 10_000_000u64;
-    let t = Timer::start(ctx, &kernel_stream)?;
+    let t = StageClock::start(ctx, &kernel_stream, Timing::Enabled)?;
     spin.launch(&kernel_stream, sms, probe_cycles)?;
-    let probe_ms = f64::from(t.stop(&kernel_stream)?);
+    let probe_ms = t.stop("kernel", &kernel_stream)?;
     let cycles = (probe_cycles as f64 * copy_ms / probe_ms.max(1e-3)) as u64;
     let kernel_ms = time_ms(runs, || {
-        let t = Timer::start(ctx, &kernel_stream)?;
+        let t = StageClock::start(ctx, &kernel_stream, Timing::Enabled)?;
         spin.launch(&kernel_stream, sms, cycles)?;
-        Ok(f64::from(t.stop(&kernel_stream)?))
+        Ok(t.stop("kernel", &kernel_stream)?)
     })?;
     let both_ms = time_ms(runs, || {
-        let start = Event::timed(ctx)?;
-        let end = Event::timed(ctx)?;
-        start.record(&kernel_stream)?;
-        copy_stream.wait(&start)?;
+        let t = StageClock::start(ctx, &kernel_stream, Timing::Enabled)?;
+        copy_stream.wait(&kernel_stream.record()?)?;
         spin.launch(&kernel_stream, sms, cycles)?;
         let h = slot.take().ok_or("host buffer lost")?;
         let inflight = upload(&copy_stream, h, &mut dev, 0)?;
         if let Some(e) = inflight.event() {
             kernel_stream.wait(e)?;
         }
-        end.record(&kernel_stream)?;
-        end.synchronize()?;
+        let ms = t.stop("copy beside kernel", &kernel_stream)?;
         slot = Some(inflight.wait()?);
-        Ok(f64::from(start.elapsed_ms(&end)?))
+        Ok(ms)
     })?;
     let ratio = both_ms / (copy_ms + kernel_ms);
     let table = format!(

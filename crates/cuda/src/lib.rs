@@ -2,7 +2,8 @@
 //!
 //! Three layers, as in cudarc: [`sys`] resolves the driver's entry points once; [`result`]
 //! turns each call into a `Result`; the RAII types ([`Context`], [`Stream`], [`Event`],
-//! [`DeviceBuffer`], [`Module`], [`Function`]) manage lifetimes. Nothing here needs CUDA at
+//! [`DeviceBuffer`], [`Module`], [`Function`]) manage lifetimes. [`StageClock`] is the one way
+//! device time is measured: named spans between timed events. Nothing here needs CUDA at
 //! build time; with no driver, every entry point returns [`Error::NoDriver`] listing what was
 //! tried.
 //!
@@ -20,6 +21,7 @@ pub mod fault;
 pub mod result;
 pub mod sys;
 
+mod clock;
 mod context;
 mod error;
 mod memory;
@@ -27,6 +29,7 @@ mod module;
 mod stream;
 pub mod testing;
 
+pub use clock::{Span, StageClock};
 pub use context::{
     device_count, device_info, devices, driver_version, select_devices, Context, DeviceInfo,
     MemInfo,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use zkpipe_cuda::testing::gpu_context;
 use zkpipe_cuda::{
     sys, DeviceBuffer, Error, Event, ImageBytes, KernelImage, LaunchConfig, LoadedFrom, Module,
-    Prefer, Ptx, Stream,
+    Prefer, Ptx, StageClock, Stream, Timing,
 };
 
 /// Tests in this file run in threads of one process; the ones that allocate take this lock so
@@ -184,6 +184,69 @@ fn async_copies_and_events_order_work() {
     let ms = start.elapsed_ms(&end).unwrap();
     assert!(ms > 0.0 && ms < 1000.0, "{ms}");
     assert!(s1.is_idle().unwrap());
+}
+
+/// Stages of the clock test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Upload,
+    Copy,
+    Download,
+}
+
+#[test]
+fn a_stage_clock_times_each_stage_and_lanes_extend_its_span() {
+    let Some(ctx) = gpu_context() else { return };
+    let _mem = memory_lock();
+    let (s1, s2) = (Stream::new(&ctx).unwrap(), Stream::new(&ctx).unwrap());
+    let n = 1 << 22;
+    let src: Vec<u32> = (0..n as u32).collect();
+    let mut a = DeviceBuffer::<u32>::alloc(&ctx, n).unwrap();
+    let mut b = DeviceBuffer::<u32>::alloc(&ctx, n).unwrap();
+    let mut out = vec![0u32; n];
+
+    let mut clock = StageClock::start(&ctx, &s1, Timing::Enabled).unwrap();
+    // SAFETY: `src` outlives the synchronize below.
+    unsafe { a.copy_from_host_async_at(0, &src, &s1) }.unwrap();
+    clock.mark(Step::Upload, &s1).unwrap();
+    b.copy_from_device_async_at(0, &a, &s1).unwrap();
+    clock.mark(Step::Copy, &s1).unwrap();
+    // The download on a second stream, on a lane of its own, after the copy.
+    s2.wait(&s1.record().unwrap()).unwrap();
+    let mut lane = StageClock::start(&ctx, &s2, Timing::Enabled).unwrap();
+    // SAFETY: `out` is not touched until the synchronize below.
+    unsafe { b.copy_to_host_async_at(0, &mut out, &s2) }.unwrap();
+    lane.mark(Step::Download, &s2).unwrap();
+    s2.synchronize().unwrap();
+    clock.synchronize().unwrap();
+    assert_eq!(out, src);
+
+    let spans = clock.spans().unwrap();
+    let stages: Vec<Step> = spans.iter().map(|s| s.stage).collect();
+    assert_eq!(stages, [Step::Upload, Step::Copy]);
+    assert!(
+        spans.iter().all(|s| s.ms > 0.0 && s.ms < 1000.0),
+        "{spans:?}"
+    );
+    let own = clock.span_ms(&[]).unwrap();
+    let sum: f64 = spans.iter().map(|s| s.ms).sum();
+    assert!((own - sum).abs() < 1e-3 * own.max(1.0), "{own} vs {sum}");
+    let download = lane.spans().unwrap()[0].ms;
+    let whole = clock.span_ms(&[&lane]).unwrap();
+    assert!(
+        whole >= own + 0.9 * download,
+        "{whole} < {own} + {download}"
+    );
+
+    // Off, it records nothing, reports nothing, and stop gives 0.
+    let mut off = StageClock::start(&ctx, &s1, Timing::Disabled).unwrap();
+    off.mark(Step::Upload, &s1).unwrap();
+    assert!(!off.is_on());
+    assert!(off.spans().unwrap().is_empty());
+    assert_eq!(off.stop(Step::Copy, &s1).unwrap(), 0.0);
+    let timed = StageClock::start(&ctx, &s1, Timing::Enabled).unwrap();
+    b.copy_from_device_async_at(0, &a, &s1).unwrap();
+    assert!(timed.stop(Step::Copy, &s1).unwrap() > 0.0);
 }
 
 /// A cubin claimed for the device's architecture that the driver refuses; the PTX is fine.

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use group::Group;
 use rayon::prelude::*;
-use zkpipe_cuda::{DeviceBuffer, Event, Stream};
+use zkpipe_cuda::{DeviceBuffer, Event, StageClock, Stream};
 use zkpipe_field::Fr;
 use zkpipe_pinned::PinnedBuffer;
 use zkpipe_stream::{copy_scope, download, InFlight, Pinned};
@@ -340,7 +340,7 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
                 write: std::mem::replace(&mut write, BucketWrite::Add),
                 points_ready: c.ready,
             };
-            ws.buckets::<C>(c.kernels, c.stream, run, None)
+            ws.buckets::<C>(c.kernels, c.stream, run, &mut StageClock::off())
         })?;
         let windows = (!chunks.is_empty()).then_some(run);
         self.results(windows, None)
@@ -413,7 +413,7 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
                     write: std::mem::replace(&mut tail_write, BucketWrite::Add),
                     points_ready: at.ready,
                 };
-                ws.buckets::<C>(at.kernels, at.stream, run, None)?;
+                ws.buckets::<C>(at.kernels, at.stream, run, &mut StageClock::off())?;
             } else if let Some(e) = at.ready {
                 at.stream.wait(e)?;
             }
@@ -558,7 +558,7 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
                 let mut out = DeviceBuffer::<C::Jacobian>::alloc(ctx, plan.out_len())?;
                 memory(&mut self.mem)?
                     .ws
-                    .windows::<C>(k, s, &mut out, None)?;
+                    .windows::<C>(k, s, &mut out, &mut StageClock::off())?;
                 let host = PinnedBuffer::new(ctx, out.len())?;
                 let inflight = download(s, &out, 0, host)?;
                 device.push(out);

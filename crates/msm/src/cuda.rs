@@ -7,7 +7,7 @@ use blstrs::{G1Projective, G2Projective, Scalar};
 use bytemuck::Pod;
 use group::Group;
 use rayon::prelude::*;
-use zkpipe_cuda::{Context, DeviceBuffer, Event, Stream};
+use zkpipe_cuda::{Context, DeviceBuffer, StageClock, Stream, Timing};
 use zkpipe_field::{cast, layout};
 
 use crate::kernels::{BucketWrite, CurveKernels, MsmKernels};
@@ -575,13 +575,12 @@ impl CudaMsm {
         let mut ws = self.workspace::<C>(plan)?;
         let mut out = DeviceBuffer::<C::Jacobian>::alloc(&self.ctx, plan.out_len())?;
         let alloc_ms = t.elapsed().as_secs_f64() * 1e3;
-        let marks: Option<[Event; 5]> = if tracing::enabled!(tracing::Level::DEBUG) {
-            let e = || Event::timed(&self.ctx);
-            Some([e()?, e()?, e()?, e()?, e()?])
-        } else {
-            None
+        let timing = match tracing::enabled!(tracing::Level::DEBUG) {
+            true => Timing::Enabled,
+            false => Timing::Disabled,
         };
         let (k, st) = (&self.k, &self.stream);
+        let mut clock = StageClock::start(&self.ctx, st, timing)?;
         let run = BucketRun {
             bases: &bases.buf,
             digits: Digits::dense(scalars, n),
@@ -589,8 +588,8 @@ impl CudaMsm {
             write: BucketWrite::Overwrite,
             points_ready: None,
         };
-        ws.buckets::<C>(k, st, run, marks.as_ref())?;
-        ws.windows::<C>(k, st, &mut out, marks.as_ref())?;
+        ws.buckets::<C>(k, st, run, &mut clock)?;
+        ws.windows::<C>(k, st, &mut out, &mut clock)?;
         self.stream.synchronize()?;
         let t = std::time::Instant::now();
         self.done_with::<C>(ws);
@@ -599,15 +598,16 @@ impl CudaMsm {
         let t = std::time::Instant::now();
         let sum = combine::<C>(&plan, &parts);
         let combine_ms = t.elapsed().as_secs_f64() * 1e3;
-        if let Some(m) = &marks {
-            let ms = |a: usize, b: usize| m[a].elapsed_ms(&m[b]).unwrap_or(f32::NAN);
+        if clock.is_on() {
+            let phases: String = clock
+                .spans()?
+                .iter()
+                .map(|p| format!(" {}={:.2}", p.stage.name(), p.ms))
+                .collect();
             tracing::debug!(
                 n,
                 c = plan.c,
-                digits_ms = ms(0, 1),
-                sort_ms = ms(1, 2),
-                buckets_ms = ms(2, 3),
-                windows_ms = ms(3, 4),
+                device_ms = phases,
                 alloc_ms,
                 free_ms,
                 read_back = parts.len(),

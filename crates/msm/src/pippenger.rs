@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use group::Group;
 use rayon::prelude::*;
-use zkpipe_cuda::{Context, DeviceBuffer, Event, Stream};
+use zkpipe_cuda::{Context, DeviceBuffer, Event, StageClock, Stream};
 use zkpipe_field::Fr;
 
 use crate::cuda::{CudaError, GpuCurve};
@@ -429,14 +429,13 @@ impl<J: bytemuck::Pod> Workspace<J> {
     }
 
     /// Enqueues the bucket phase of `run` on `s`: digits, the counting sort, and the bucket
-    /// sums (the first kernel to read the bases). `marks[0..3]` are recorded between the
-    /// phases.
+    /// sums (the first kernel to read the bases), each phase's end marked on `clock`.
     pub fn buckets<C: GpuCurve<Jacobian = J>>(
         &mut self,
         k: &MsmKernels,
         s: &Stream,
         run: BucketRun<'_, C::GpuAffine>,
-        marks: Option<&[Event; 5]>,
+        clock: &mut StageClock<Phase>,
     ) -> Result<(), CudaError> {
         let BucketRun {
             bases,
@@ -458,7 +457,6 @@ impl<J: bytemuck::Pod> Workspace<J> {
             return Err(CudaError::TooManyDigits { n, windows: p.nw });
         }
         let total = p.total();
-        mark(marks, 0, s)?;
         self.counts.zero_async(s)?;
         let window = WindowShape {
             bits: p.c,
@@ -506,11 +504,11 @@ impl<J: bytemuck::Pod> Workspace<J> {
                 k.digits_tail(s, input, window, out)?
             }
         }
-        mark(marks, 1, s)?;
+        clock.mark(Phase::Digits, s)?;
         k.histogram(s, &self.keys, m, &mut self.counts, total)?;
         k.scan(s, &self.counts, &mut self.offsets, total, &mut self.tiles)?;
         self.sort(k, s, n)?;
-        mark(marks, 2, s)?;
+        clock.mark(Phase::Sort, s)?;
         k.task_counts(s, &self.counts, total, p.t, &mut self.tasks)?;
         k.scan(
             s,
@@ -550,7 +548,7 @@ impl<J: bytemuck::Pod> Workspace<J> {
             write,
             &mut self.sums,
         )?;
-        mark(marks, 3, s)
+        Ok(clock.mark(Phase::Buckets, s)?)
     }
 
     /// Enqueues the bucket sort of the first `n` points' digits, counted and scanned: each
@@ -581,13 +579,13 @@ impl<J: bytemuck::Pod> Workspace<J> {
     }
 
     /// Enqueues the window reduction of the bucket sums into `out` (`plan.out_len()`
-    /// entries); records `marks[4]` after it.
+    /// entries), its end marked on `clock`.
     pub fn windows<C: GpuCurve<Jacobian = J>>(
         &mut self,
         k: &MsmKernels,
         s: &Stream,
         out: &mut DeviceBuffer<J>,
-        marks: Option<&[Event; 5]>,
+        clock: &mut StageClock<Phase>,
     ) -> Result<(), CudaError> {
         let p = self.plan;
         let ck = C::kernels(k);
@@ -600,7 +598,7 @@ impl<J: bytemuck::Pod> Workspace<J> {
             &mut self.segments,
         )?;
         ck.sum_groups(s, &self.segments, p.out_len(), p.fold(), out)?;
-        mark(marks, 4, s)
+        Ok(clock.mark(Phase::Windows, s)?)
     }
 }
 
@@ -664,11 +662,29 @@ impl TaskSort {
     }
 }
 
-fn mark(marks: Option<&[Event; 5]>, i: usize, s: &Stream) -> Result<(), CudaError> {
-    if let Some(m) = marks {
-        m[i].record(s)?;
+/// The phases of one Pippenger run, as a stage clock names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Each scalar's window digits.
+    Digits,
+    /// The counting sort of the digits into buckets.
+    Sort,
+    /// The bucket sums (the bases are read here).
+    Buckets,
+    /// The window reduction of the bucket sums.
+    Windows,
+}
+
+impl Phase {
+    /// The phase's name in logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Digits => "digits",
+            Phase::Sort => "sort",
+            Phase::Buckets => "buckets",
+            Phase::Windows => "windows",
+        }
     }
-    Ok(())
 }
 
 /// The MSM from segment results: `parts` holds one or more runs of `plan.out_len()` entries

@@ -10,7 +10,7 @@ use std::time::Duration;
 use blstrs::Scalar;
 use group::Group;
 use rayon::prelude::*;
-use zkpipe_cuda::{DeviceBuffer, Event, Stream};
+use zkpipe_cuda::{DeviceBuffer, Event, StageClock, Stream};
 use zkpipe_field::{cast, Fr};
 use zkpipe_pinned::PinnedBuffer;
 use zkpipe_stream::{copy_scope, Pinned, PinnedMut, VramBudget};
@@ -319,12 +319,12 @@ impl CudaMsm {
                 write,
                 points_ready: Some(ready),
             };
-            ws.buckets::<C>(k, s, run, None)
+            ws.buckets::<C>(k, s, run, &mut StageClock::off())
         })?;
         let mut ws = slot.ok_or(CudaError::Chunk { chunk })?;
         let mut out = DeviceBuffer::<C::Jacobian>::alloc(self.context(), plan.out_len())?;
         let t = std::time::Instant::now();
-        ws.windows::<C>(k, s, &mut out, None)?;
+        ws.windows::<C>(k, s, &mut out, &mut StageClock::off())?;
         s.synchronize()?;
         drop(ws);
         let sum = combine::<C>(&plan, &out.to_vec()?);

@@ -18,7 +18,7 @@ use zkpipe_stream::{copy_scope, upload, upload_columns, InFlight, Pinned};
 use crate::cuda::{pass_degrees, FirstPass};
 use crate::domain::{coset_generator, vanishing_inverse_on_coset, Domain};
 use crate::kernels::{Fused, PassShape, ScaleAt};
-use crate::marks::{mark, Marks};
+use crate::marks::{log_phases, phase_clock, PhaseClock};
 use crate::{CudaNtt, Direction, NttError};
 
 /// The device memory of one H step: a, b, c and a scratch vector, 2^k elements each (16 GiB
@@ -125,20 +125,18 @@ impl CudaNtt {
         let c_len = bufs.c.as_ref().ok_or(NttError::NoDeviceC)?.len();
         crate::check_batch([n, bufs.b.len(), c_len, bufs.scratch.len()].into_iter())?;
         let d = Domain::for_len(n)?;
-        let mut marks = Marks::new(&self.ctx);
-        let ran = mark(&mut marks, "start", &self.stream)
-            .and_then(|()| self.to_coset(&d, &mut bufs.a, &mut bufs.scratch, FirstPass::ToRun))
-            .and_then(|()| mark(&mut marks, "a", &self.stream))
+        let mut clock = phase_clock(&self.ctx, &self.stream)?;
+        let ran = self
+            .to_coset(&d, &mut bufs.a, &mut bufs.scratch, FirstPass::ToRun)
+            .and_then(|()| clock.mark("a", &self.stream).map_err(NttError::from))
             .and_then(|()| self.to_coset(&d, &mut bufs.b, &mut bufs.scratch, FirstPass::ToRun))
-            .and_then(|()| mark(&mut marks, "b", &self.stream))
-            .and_then(|()| self.finish(&d, bufs, &mut marks));
+            .and_then(|()| clock.mark("b", &self.stream).map_err(NttError::from))
+            .and_then(|()| self.finish(&d, bufs, &mut clock));
         // On every path: nothing is handed back while a kernel may still use it.
         let waited = self.stream.synchronize();
         ran?;
         waited?;
-        if let Some(m) = marks {
-            m.log("ntt.h_step_device")?;
-        }
+        log_phases(&clock, "ntt.h_step_device")?;
         Ok(())
     }
 
@@ -236,20 +234,21 @@ impl CudaNtt {
     ) -> Result<[H; 3], NttError> {
         let n = crate::check_batch([bufs.len(), a.len(), b.len(), c.len()].into_iter())?;
         let d = Domain::for_len(n)?;
-        let mut marks = Marks::new(&self.ctx);
-        mark(&mut marks, "start", &self.copy)?;
+        let mut clock = phase_clock(&self.ctx, &self.copy)?;
         let blocks = column_blocks(&d, self.h_columns);
         let width = n >> pass_degrees(d.log_n)[0];
         let up_a = match blocks {
             0 => upload(&self.copy, a, &mut bufs.a, 0)?,
             _ => upload_columns(&self.copy, a, &mut bufs.a, width, blocks)?,
         };
-        mark(&mut marks, "a_up", &self.copy)?;
+        clock.mark("a_up", &self.copy).map_err(NttError::from)?;
         let up_b = upload(&self.copy, b, &mut bufs.b, 0)?;
-        mark(&mut marks, "b_up", &self.copy)?;
+        clock.mark("b_up", &self.copy).map_err(NttError::from)?;
         let bufs_c = bufs.c.as_mut().ok_or(NttError::NoDeviceC)?;
         let ups = [up_a, up_b, upload(&self.copy, c, bufs_c, 0)?];
-        let ran = mark(&mut marks, "uploaded", &self.copy)
+        let ran = clock
+            .mark("uploaded", &self.copy)
+            .map_err(NttError::from)
             .and_then(|()| self.first_pass_by_blocks(&d, bufs, &ups[0], blocks))
             .and_then(|()| wait(self, &ups[0]))
             .and_then(|()| {
@@ -260,12 +259,12 @@ impl CudaNtt {
                     FirstPass::after_blocks(blocks),
                 )
             })
-            .and_then(|()| mark(&mut marks, "a", &self.stream))
+            .and_then(|()| clock.mark("a", &self.stream).map_err(NttError::from))
             .and_then(|()| wait(self, &ups[1]))
             .and_then(|()| self.to_coset(&d, &mut bufs.b, &mut bufs.scratch, FirstPass::ToRun))
-            .and_then(|()| mark(&mut marks, "b", &self.stream))
+            .and_then(|()| clock.mark("b", &self.stream).map_err(NttError::from))
             .and_then(|()| wait(self, &ups[2]))
-            .and_then(|()| self.finish(&d, bufs, &mut marks));
+            .and_then(|()| self.finish(&d, bufs, &mut clock));
         // On every path: the copies and kernels end before anything can go.
         let copied = self.copy.synchronize();
         let waited = self.stream.synchronize();
@@ -274,10 +273,10 @@ impl CudaNtt {
         waited?;
         let [ua, ub, uc] = ups;
         let hosts = [ua.wait()?, ub.wait()?, uc.wait()?];
-        if let Some(m) = marks {
+        if clock.is_on() {
             tracing::debug!(blocks, "ntt.h_step_pinned: a uploaded in column blocks");
-            m.log("ntt.h_step_pinned")?;
         }
+        log_phases(&clock, "ntt.h_step_pinned")?;
         Ok(hosts)
     }
 
@@ -332,7 +331,7 @@ impl CudaNtt {
         &self,
         d: &Domain,
         bufs: &mut HStepBuffers,
-        marks: &mut Option<Marks>,
+        clock: &mut PhaseClock,
     ) -> Result<(), NttError> {
         let g = coset_generator();
         let scale = d.n_inv * vanishing_inverse_on_coset(d, g);
@@ -343,7 +342,7 @@ impl CudaNtt {
         let c_over_z = Fused::scaled(ScaleAt::Output(&over_z));
         let c = bufs.c.as_mut().ok_or(NttError::NoDeviceC)?;
         self.passes(d, c, &mut bufs.scratch, Direction::Inverse, c_over_z)?;
-        mark(marks, "c", &self.stream)?;
+        clock.mark("c", &self.stream)?;
         // h = (a·b on the coset, interpolated: times g^-e/(n·Z)) - C/Z.
         let last = Fused {
             scale: Some(ScaleAt::Output(&from_coset)),
@@ -351,7 +350,7 @@ impl CudaNtt {
             output_minus: bufs.c.as_ref(),
         };
         self.passes(d, &mut bufs.a, &mut bufs.scratch, Direction::Inverse, last)?;
-        mark(marks, "h", &self.stream)
+        Ok(clock.mark("h", &self.stream)?)
     }
 }
 

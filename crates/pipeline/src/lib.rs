@@ -33,7 +33,6 @@
 //! # let _ = bytes; Ok(()) }
 //! ```
 
-mod clock;
 mod config;
 mod device;
 mod engine;

@@ -168,12 +168,8 @@ impl std::fmt::Display for Stage {
     }
 }
 
-/// One stage's device milliseconds.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct StageTime {
-    pub stage: Stage,
-    pub ms: f64,
-}
+/// One stage's device milliseconds (a span of zkpipe-cuda's stage clock).
+pub type StageTime = zkpipe_cuda::Span<Stage>;
 
 /// How a job used its device: the plan admission chose for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

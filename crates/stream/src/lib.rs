@@ -1,6 +1,7 @@
 //! zkpipe-stream: ordering work on a device, and sharing a device between workers.
 //!
-//! - [`Stream`] and [`Event`] (from zkpipe-cuda, re-exported), [`Timer`] for event timing.
+//! - [`Stream`] and [`Event`] (from zkpipe-cuda, re-exported); device time is measured with
+//!   zkpipe-cuda's `StageClock`.
 //! - [`upload`] and [`download`]: asynchronous copies between pinned host memory and the
 //!   device. The copy takes ownership of the host buffer and hands it back through
 //!   [`InFlight::wait`], so the buffer can be neither freed nor touched while the copy runs.
@@ -20,7 +21,7 @@ mod transfer;
 pub use budget::{BudgetError, BudgetStats, VramBudget, VramGrant};
 pub use lock::{GpuGuard, GpuLock};
 pub use scope::{copy_scope, CopyScope, Pinned, PinnedMut};
-pub use transfer::{download, upload, upload_columns, InFlight, Timer};
+pub use transfer::{download, upload, upload_columns, InFlight};
 pub use zkpipe_cuda::{Event, Stream};
 
 /// Errors of this crate.

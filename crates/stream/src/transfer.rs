@@ -1,9 +1,7 @@
-//! Asynchronous copies between pinned host memory and the device, and event timing.
-
-use std::sync::Arc;
+//! Asynchronous copies between pinned host memory and the device.
 
 use bytemuck::Pod;
-use zkpipe_cuda::{Context, DeviceBuffer, Event, Stream};
+use zkpipe_cuda::{DeviceBuffer, Event, Stream};
 use zkpipe_pinned::{PinnedMemory, PooledBuffer};
 
 use crate::Result;
@@ -178,28 +176,4 @@ where
         bytes,
         blocks: Vec::new(),
     })
-}
-
-/// Times GPU work on a stream with a pair of events.
-#[derive(Debug)]
-pub struct Timer {
-    start: Event,
-    end: Event,
-}
-
-impl Timer {
-    /// Records the start on `stream`.
-    pub fn start(ctx: &Arc<Context>, stream: &Stream) -> Result<Self> {
-        let start = Event::timed(ctx)?;
-        let end = Event::timed(ctx)?;
-        start.record(stream)?;
-        Ok(Self { start, end })
-    }
-
-    /// Records the end on `stream`, waits for it and returns the milliseconds between.
-    pub fn stop(self, stream: &Stream) -> Result<f32> {
-        self.end.record(stream)?;
-        self.end.synchronize()?;
-        Ok(self.start.elapsed_ms(&self.end)?)
-    }
 }

@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use zkpipe_cuda::testing::gpu_context;
 use zkpipe_cuda::DeviceBuffer;
+use zkpipe_cuda::{StageClock, Timing};
 use zkpipe_pinned::{PinnedBuffer, PinnedPool, RegisteredVec};
 use zkpipe_stream::kernels::Spin;
-use zkpipe_stream::{download, upload, upload_columns, Event, Stream, Timer, VramBudget};
+use zkpipe_stream::{download, upload, upload_columns, Stream, VramBudget};
 
 #[test]
 fn pinned_upload_and_download_round_trip() {
@@ -143,28 +144,24 @@ fn copy_overlaps_kernel_on_another_stream() {
     // one: the copy and the kernel must overlap in one of three tries.
     let mut tries = Vec::new();
     for _ in 0..3 {
-        let t = Timer::start(&ctx, &copy_stream).unwrap();
+        let t = StageClock::start(&ctx, &copy_stream, Timing::Enabled).unwrap();
         src = upload(&copy_stream, src, &mut dev, 0)
             .unwrap()
             .wait()
             .unwrap();
-        let copy_ms = t.stop(&copy_stream).unwrap();
-        let cycles = (copy_ms as f64 * 1.5e6) as u64; // about as long as the copy at 1.5 GHz
-        let t = Timer::start(&ctx, &kernel_stream).unwrap();
+        let copy_ms = t.stop("copy", &copy_stream).unwrap();
+        let cycles = (copy_ms * 1.5e6) as u64; // about as long as the copy at 1.5 GHz
+        let t = StageClock::start(&ctx, &kernel_stream, Timing::Enabled).unwrap();
         spin.launch(&kernel_stream, sms, cycles).unwrap();
-        let kernel_ms = t.stop(&kernel_stream).unwrap();
+        let kernel_ms = t.stop("kernel", &kernel_stream).unwrap();
 
-        let start = Event::timed(&ctx).unwrap();
-        start.record(&kernel_stream).unwrap();
-        copy_stream.wait(&start).unwrap();
+        let t = StageClock::start(&ctx, &kernel_stream, Timing::Enabled).unwrap();
+        copy_stream.wait(&kernel_stream.record().unwrap()).unwrap();
         spin.launch(&kernel_stream, sms, cycles).unwrap();
         let inflight = upload(&copy_stream, src, &mut dev, 0).unwrap();
         kernel_stream.wait(inflight.event().unwrap()).unwrap();
-        let end = Event::timed(&ctx).unwrap();
-        end.record(&kernel_stream).unwrap();
-        end.synchronize().unwrap();
+        let both_ms = t.stop("copy beside kernel", &kernel_stream).unwrap();
         src = inflight.wait().unwrap();
-        let both_ms = start.elapsed_ms(&end).unwrap();
         println!("copy {copy_ms:.2} ms, kernel {kernel_ms:.2} ms, together {both_ms:.2} ms");
         if both_ms < 0.8 * (copy_ms + kernel_ms) {
             return;

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use blstrs::Scalar;
-use zkpipe_cuda::{DeviceBuffer, Stream};
+use zkpipe_cuda::{DeviceBuffer, StageClock, Stream, Timing};
 use zkpipe_field::Fr;
 use zkpipe_msm::CudaMsm;
 use zkpipe_ntt::{CudaNtt, HStepBuffers};
@@ -30,7 +30,6 @@ use msms::{MsmClocks, MsmInputs, MsmSums};
 use stage::{Abc, SplitWitness, Staged};
 
 use super::{G1Output, JobContext};
-use crate::clock::StageClock;
 use crate::device::memory::{JobMemory, MemoryShape};
 use crate::device::DeviceShared;
 use crate::prover::{check_satisfied, Assignment};
@@ -81,8 +80,8 @@ struct Locked {
     /// h's last coefficient on its way back, for the satisfaction check.
     top: Option<InFlight<PooledBuffer<Fr>>>,
     /// The H step's clock and the side stream's.
-    clock: StageClock,
-    lane: Option<StageClock>,
+    clock: StageClock<Stage>,
+    lane: Option<StageClock<Stage>>,
     lock_ms: f64,
 }
 
@@ -182,10 +181,10 @@ impl GpuWorker {
             lane,
             lock_ms,
         } = locked;
-        let lanes: Vec<&StageClock> = lane.iter().collect();
-        let mut device_ms = clock.stages().map_err(|e| self.err(e))?;
+        let lanes: Vec<&StageClock<Stage>> = lane.iter().collect();
+        let mut device_ms = clock.spans().map_err(|e| self.err(e))?;
         for l in &lanes {
-            device_ms.extend(l.stages().map_err(|e| self.err(e))?);
+            device_ms.extend(l.spans().map_err(|e| self.err(e))?);
         }
         let device_span_ms = clock.span_ms(&lanes).map_err(|e| self.err(e))?;
         if let Some(top) = top {
@@ -228,8 +227,8 @@ impl GpuWorker {
         let guard = self.dev.lock.lock();
         // The host's H step time brackets the device's: the clock starts inside it.
         let t = Instant::now();
-        let mut clock =
-            StageClock::start(&self.dev.ctx, self.ntt.stream()).map_err(|e| self.err(e))?;
+        let mut clock = StageClock::start(&self.dev.ctx, self.ntt.stream(), Timing::Enabled)
+            .map_err(|e| self.err(e))?;
         let Staged { c, witness, .. } = staged;
         let JobMemory {
             mut h_step,

@@ -4,7 +4,7 @@
 
 use blstrs::{G1Projective, G2Projective};
 use group::Group;
-use zkpipe_cuda::DeviceBuffer;
+use zkpipe_cuda::{DeviceBuffer, StageClock, Timing};
 use zkpipe_field::Fr;
 use zkpipe_msm::{
     BaseSource, Bases, BatchMemory, DeviceBases, DeviceQuery, DeviceSplit, GpuCurve, MsmResults,
@@ -12,7 +12,6 @@ use zkpipe_msm::{
 };
 
 use super::GpuWorker;
-use crate::clock::StageClock;
 use crate::device::memory::{Batches, ResidentKey};
 use crate::prover::{G1Parts, G1Query, WitnessQuery};
 use crate::stats::Stage;
@@ -79,8 +78,8 @@ pub(super) struct MsmInputs<'a> {
 
 /// The stage clocks the MSMs mark: H's stream's, and the side stream's, started here.
 pub(super) struct MsmClocks<'c> {
-    pub h: &'c mut StageClock,
-    pub side: &'c mut Option<StageClock>,
+    pub h: &'c mut StageClock<Stage>,
+    pub side: &'c mut Option<StageClock<Stage>>,
 }
 
 impl GpuWorker {
@@ -127,7 +126,7 @@ impl GpuWorker {
         &self,
         inputs: &MsmInputs<'_>,
         mem: BatchMemory<G1>,
-        clock: &mut StageClock,
+        clock: &mut StageClock<Stage>,
     ) -> Result<HDone, ProveError> {
         let Some(h) = inputs.h else {
             return Ok(HDone { sum: None, mem });
@@ -150,7 +149,7 @@ impl GpuWorker {
         inputs: &MsmInputs<'_>,
         g1_mem: BatchMemory<G1>,
         g2_mem: Option<BatchMemory<G2>>,
-        lane: &mut Option<StageClock>,
+        lane: &mut Option<StageClock<Stage>>,
     ) -> Result<SideDone, ProveError> {
         let MsmInputs {
             key,
@@ -159,7 +158,8 @@ impl GpuWorker {
             ..
         } = *inputs;
         let s = self.side.stream();
-        let clock = lane.insert(StageClock::start(&self.dev.ctx, s).map_err(|e| self.err(e))?);
+        let clock = lane
+            .insert(StageClock::start(&self.dev.ctx, s, Timing::Enabled).map_err(|e| self.err(e))?);
         let mut g1 = self.side.batch_in(g1_mem);
         let mut tickets = Vec::with_capacity(3);
         for q in G1Query::ALL {
