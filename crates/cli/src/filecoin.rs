@@ -255,7 +255,7 @@ fn prove(request: &Request, c: &Common) -> Result<(), Failure> {
     let out = prover.prove(&engine, request).map_err(failure)?;
     std::fs::write(&c.out, &out.bytes)
         .map_err(|e| Failure::Other(format!("writing {}: {e}", c.out.display()).into()))?;
-    report(request, &out, c.json);
+    report(request, &out, crate::Output::json_if(c.json));
     if let Some((r, s)) = fixed.filter(|_| c.compare_bellperson) {
         let reference = prover
             .prove_with_bellperson(request, r, s)
@@ -293,8 +293,8 @@ fn prove(request: &Request, c: &Common) -> Result<(), Failure> {
     Ok(())
 }
 
-fn report(request: &Request, out: &ProofOutput, as_json: bool) {
-    if as_json {
+fn report(request: &Request, out: &ProofOutput, output: crate::Output) {
+    if output == crate::Output::Json {
         let parts: Vec<_> = out
             .partitions
             .iter()

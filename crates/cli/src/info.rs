@@ -119,9 +119,9 @@ fn collect() -> Result<Report, Error> {
 }
 
 /// Prints the report; a machine with no GPU is not an error.
-pub fn run(json: bool) -> Result<(), Box<dyn std::error::Error>> {
+pub fn run(output: crate::Output) -> Result<(), Box<dyn std::error::Error>> {
     let report = collect()?;
-    if json {
+    if output == crate::Output::Json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }

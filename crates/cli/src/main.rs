@@ -33,6 +33,25 @@ enum LogFormat {
     Json,
 }
 
+/// How a command prints its result on standard output (the `--json` flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Output {
+    /// Lines for a person.
+    Text,
+    /// One JSON document, for a program.
+    Json,
+}
+
+impl Output {
+    /// JSON when the command's `--json` flag is set.
+    pub(crate) fn json_if(flag: bool) -> Self {
+        match flag {
+            true => Output::Json,
+            false => Output::Text,
+        }
+    }
+}
+
 /// Set with `--log-format json`: progress lines go out as log records, and no progress bar.
 static JSON_LOGS: AtomicBool = AtomicBool::new(false);
 
@@ -110,7 +129,7 @@ fn main() -> ExitCode {
     init_logging(cli.log_format);
     prefer_ptx_from_env();
     let result = match cli.command {
-        Command::Info { json } => info::run(json).map_err(exit::Failure::Other),
+        Command::Info { json } => info::run(Output::json_if(json)).map_err(exit::Failure::Other),
         Command::Prove(a) => prove::run(&a),
         Command::Soak(a) => soak::run(&a),
         Command::Filecoin(c) => filecoin::run(&c),

@@ -663,7 +663,8 @@ impl TaskSort {
 }
 
 /// The phases of one Pippenger run, as a stage clock names them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub(crate) enum Phase {
     /// Each scalar's window digits.
     Digits,
@@ -678,12 +679,7 @@ pub(crate) enum Phase {
 impl Phase {
     /// The phase's name in logs.
     pub fn name(self) -> &'static str {
-        match self {
-            Phase::Digits => "digits",
-            Phase::Sort => "sort",
-            Phase::Buckets => "buckets",
-            Phase::Windows => "windows",
-        }
+        self.into()
     }
 }
 

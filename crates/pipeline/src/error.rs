@@ -4,8 +4,9 @@ use zkpipe_msm::MsmError;
 use zkpipe_ntt::NttError;
 use zkpipe_stream::BudgetError;
 
-/// Why a job or a key was refused, or a proof failed.
-#[derive(Debug, thiserror::Error)]
+/// Why a job or a key was refused, or a proof failed. [`ProveError::kind`] is the variant's
+/// name (derived with strum).
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr)]
 #[non_exhaustive]
 pub enum ProveError {
     /// A length that does not match the key (or the other parts of the witness).
@@ -148,35 +149,7 @@ pub enum ProofFault {
 impl ProveError {
     /// The variant's name, for counting failures by kind (metrics, soak runs, fault sweeps).
     pub fn kind(&self) -> &'static str {
-        match self {
-            ProveError::Shape { .. } => "Shape",
-            ProveError::Constraints { .. } => "Constraints",
-            ProveError::Key { .. } => "Key",
-            ProveError::DeltaIdentity => "DeltaIdentity",
-            ProveError::GammaIdentity => "GammaIdentity",
-            ProveError::BadProof { .. } => "BadProof",
-            ProveError::Ntt(_) => "Ntt",
-            ProveError::Msm { .. } => "Msm",
-            ProveError::Device { .. } => "Device",
-            ProveError::NoDevice => "NoDevice",
-            ProveError::Thread { .. } => "Thread",
-            ProveError::TooLargeForDevice { .. } => "TooLargeForDevice",
-            ProveError::DeviceMemoryHeld { .. } => "DeviceMemoryHeld",
-            ProveError::DeviceQuarantined { .. } => "DeviceQuarantined",
-            ProveError::Budget(_) => "Budget",
-            ProveError::Pinned { .. } => "Pinned",
-            ProveError::NoWitnessPool => "NoWitnessPool",
-            ProveError::Config { .. } => "Config",
-            ProveError::ShutDown => "ShutDown",
-            ProveError::Lost { .. } => "Lost",
-            ProveError::Unsatisfied => "Unsatisfied",
-            ProveError::DeadlineExceeded { .. } => "DeadlineExceeded",
-            ProveError::Cancelled { .. } => "Cancelled",
-            ProveError::QueueFull { .. } => "QueueFull",
-            ProveError::ProofRejected { .. } => "ProofRejected",
-            ProveError::ConfigFile { .. } => "ConfigFile",
-            ProveError::ConfigRead { .. } => "ConfigRead",
-        }
+        self.into()
     }
 
     pub(crate) fn device(device: usize, e: impl Into<DeviceFault>) -> Self {
@@ -292,6 +265,20 @@ mod tests {
             name: "CUDA_ERROR_TEST".into(),
             message: "test".into(),
         }
+    }
+
+    /// An error's kind is its variant's name, whatever it carries.
+    #[test]
+    fn kinds_are_variant_names() {
+        assert_eq!(ProveError::NoDevice.kind(), "NoDevice");
+        assert_eq!(ProveError::QueueFull { waited_ms: 5 }.kind(), "QueueFull");
+        assert_eq!(ProveError::device(0, driver(700)).kind(), "Device");
+        let shape = ProveError::Shape {
+            what: "aux",
+            expected: 1,
+            got: 2,
+        };
+        assert_eq!(shape.kind(), "Shape");
     }
 
     /// The driver status survives every layer it is wrapped in on its way up, so quarantine

@@ -295,15 +295,19 @@ impl PreparedVerifyingKey {
 }
 
 /// The queries whose scalars are the assignment z (the H query's are h's coefficients).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::IntoStaticStr)]
 pub enum WitnessQuery {
     /// aux · l (G1).
+    #[strum(serialize = "l")]
     L,
     /// z · a over A's density (G1).
+    #[strum(serialize = "a")]
     A,
     /// z · b_g1 over B's density (G1).
+    #[strum(serialize = "b_g1")]
     B1,
     /// z · b_g2 over B's density (G2).
+    #[strum(serialize = "b_g2")]
     B2,
 }
 
@@ -332,11 +336,6 @@ impl G1Query {
 impl WitnessQuery {
     /// The query's name in errors and logs.
     pub fn name(self) -> &'static str {
-        match self {
-            WitnessQuery::L => "l",
-            WitnessQuery::A => "a",
-            WitnessQuery::B1 => "b_g1",
-            WitnessQuery::B2 => "b_g2",
-        }
+        self.into()
     }
 }

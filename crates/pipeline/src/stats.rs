@@ -131,7 +131,8 @@ impl JobReport {
 }
 
 /// A job's stage on the device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 #[non_exhaustive]
 pub enum Stage {
     /// The H polynomial (its NTTs and pointwise steps).
@@ -143,22 +144,17 @@ pub enum Stage {
     /// A's MSM.
     MsmA,
     /// B's MSM in G1.
+    #[strum(serialize = "msm_b_g1")]
     MsmBG1,
     /// B's MSM in G2.
+    #[strum(serialize = "msm_b_g2")]
     MsmBG2,
 }
 
 impl Stage {
     /// The stage's name in logs, metrics and JSON.
     pub fn name(self) -> &'static str {
-        match self {
-            Stage::HStep => "h_step",
-            Stage::MsmH => "msm_h",
-            Stage::MsmL => "msm_l",
-            Stage::MsmA => "msm_a",
-            Stage::MsmBG1 => "msm_b_g1",
-            Stage::MsmBG2 => "msm_b_g2",
-        }
+        self.into()
     }
 }
 
@@ -393,5 +389,30 @@ mod tests {
         assert_eq!(report.stage_ms(Stage::MsmBG2), 0.0);
         assert_eq!(report.device_total_ms(), 5.5);
         assert_eq!(Stage::MsmBG1.to_string(), "msm_b_g1");
+    }
+
+    /// The names logs, metrics and JSON reports have always used.
+    #[test]
+    fn stage_names_are_the_reports_names() {
+        let names = [
+            (Stage::HStep, "h_step"),
+            (Stage::MsmH, "msm_h"),
+            (Stage::MsmL, "msm_l"),
+            (Stage::MsmA, "msm_a"),
+            (Stage::MsmBG1, "msm_b_g1"),
+            (Stage::MsmBG2, "msm_b_g2"),
+        ];
+        for (stage, name) in names {
+            assert_eq!(stage.name(), name);
+        }
+        let queries = [
+            (crate::key::WitnessQuery::L, "l"),
+            (crate::key::WitnessQuery::A, "a"),
+            (crate::key::WitnessQuery::B1, "b_g1"),
+            (crate::key::WitnessQuery::B2, "b_g2"),
+        ];
+        for (query, name) in queries {
+            assert_eq!(query.name(), name);
+        }
     }
 }
