@@ -353,64 +353,343 @@ KERNEL void msm_task_keys(const uint* __restrict__ counts, const uint* __restric
   bucket_of[g] = b;
 }
 
-// Curve operations behind non-inlined wrappers: each kernel calls them in several places, and
-// inlining ec-gpu-gen's G2 formulas everywhere made an 18 MB module.
-#define MSM_OPS(NAME, AFF, JAC, P)                                                                 \
-  __noinline__ DEVICE JAC msm_add_##NAME(JAC a, JAC b) { return P(add)(a, b); }                    \
-  __noinline__ DEVICE JAC msm_madd_##NAME(JAC a, AFF b) { return P(add_mixed)(a, b); }             \
-  __noinline__ DEVICE JAC msm_dbl_##NAME(JAC a) { return P(double)(a); }
+// ---- The curve kernels, written once over a curve type ----
+// Each kernel's body is a function template over a curve (MsmG1 or MsmG2 below); the kernels
+// are thin extern "C" wrappers (one per curve) that the loader finds by name.
+
+// A field's operations, as the bucket kernels use them: MsmFp over Fp (G1's coordinates) and
+// MsmFp2 over Fp2 (G2's), from the prelude's op sets (curve.cu: ZK_FPC, ZK_FP2Z).
+struct MsmFp {
+  typedef FP T;
+  static DEVICE __forceinline__ T zero() { return ZK_FPC(ZERO); }
+  static DEVICE __forceinline__ T one() { return ZK_FPC(ONE); }
+  static DEVICE __forceinline__ bool eq(T a, T b) { return ZK_FPC(eq)(a, b); }
+  static DEVICE __forceinline__ T add(T a, T b) { return ZK_FPC(add)(a, b); }
+  static DEVICE __forceinline__ T sub(T a, T b) { return ZK_FPC(sub)(a, b); }
+  static DEVICE __forceinline__ T twice(T a) { return ZK_FPC(double)(a); }
+  static DEVICE __forceinline__ T mul(T a, T b) { return ZK_FPC(mul)(a, b); }
+  static DEVICE __forceinline__ T sqr(T a) { return ZK_FPC(sqr)(a); }
+  static DEVICE __forceinline__ T inverse(T a) { return ZK_FPC(inverse)(a); }
+  static DEVICE __forceinline__ T inverse_vartime(T a) { return ZK_FPC(inverse_vartime)(a); }
+};
+
+struct MsmFp2 {
+  typedef FP2 T;
+  // The base field, which norms land in.
+  typedef MsmFp Base;
+  static DEVICE __forceinline__ T zero() { return ZK_FP2Z(ZERO); }
+  static DEVICE __forceinline__ T one() { return ZK_FP2Z(ONE); }
+  static DEVICE __forceinline__ bool eq(T a, T b) { return ZK_FP2Z(eq)(a, b); }
+  static DEVICE __forceinline__ T add(T a, T b) { return ZK_FP2Z(add)(a, b); }
+  static DEVICE __forceinline__ T sub(T a, T b) { return ZK_FP2Z(sub)(a, b); }
+  static DEVICE __forceinline__ T twice(T a) { return ZK_FP2Z(double)(a); }
+  static DEVICE __forceinline__ T mul(T a, T b) { return ZK_FP2Z(mul)(a, b); }
+  static DEVICE __forceinline__ T sqr(T a) { return ZK_FP2Z(sqr)(a); }
+  static DEVICE __forceinline__ T inverse(T a) { return ZK_FP2Z(inverse)(a); }
+  static DEVICE __forceinline__ T inverse_vartime(T a) { return ZK_FP2Z(inverse_vartime)(a); }
+  // N(a) = a · conj(a), in the base field.
+  static DEVICE __forceinline__ FP norm(T a) { return ZK_FP2Z(norm)(a); }
+  // conj(a) · s for s in the base field.
+  static DEVICE __forceinline__ T conjugate_times(T a, FP s) {
+    return ZK_FP2Z(conjugate_times)(a, s);
+  }
+};
+
+// A curve: its point types, its coordinates' field, Jacobian additions (ec-gpu-gen's) and
+// XYZZ accumulators (the prelude's, curve.cu), in which the bucket loops add: faster than
+// Jacobian mixed additions for both curves (ec-gpu-gen's Jacobian madd inlined in G2's loop
+// was slower still). The Jacobian operations are not inlined: each kernel calls them in
+// several places, and inlining ec-gpu-gen's G2 formulas everywhere made an 18 MB module.
+struct MsmG1 {
+  typedef G1_AFFINE Affine;
+  typedef G1_JACOBIAN Jacobian;
+  typedef MsmFp F;
+  typedef zk_xyzz_g1 Xyzz;
+  static DEVICE __forceinline__ Jacobian zero() { return G1_(ZERO); }
+  static __noinline__ DEVICE Jacobian add(Jacobian a, Jacobian b) { return G1_(add)(a, b); }
+  static __noinline__ DEVICE Jacobian madd(Jacobian a, Affine b) { return G1_(add_mixed)(a, b); }
+  static __noinline__ DEVICE Jacobian dbl(Jacobian a) { return G1_(double)(a); }
+  static DEVICE __forceinline__ Xyzz xyzz_zero() { return zk_xyzz_zero_g1(); }
+  static DEVICE __forceinline__ void xyzz_madd(Xyzz* a, Affine b) { zk_xyzz_madd_g1(a, b); }
+  static DEVICE __forceinline__ Jacobian xyzz_to_jac(Xyzz a) { return zk_xyzz_to_jac_g1(a); }
+};
+
+struct MsmG2 {
+  typedef G2_AFFINE Affine;
+  typedef G2_JACOBIAN Jacobian;
+  typedef MsmFp2 F;
+  typedef zk_xyzz_g2 Xyzz;
+  static DEVICE __forceinline__ Jacobian zero() { return G2_(ZERO); }
+  static __noinline__ DEVICE Jacobian add(Jacobian a, Jacobian b) { return G2_(add)(a, b); }
+  static __noinline__ DEVICE Jacobian madd(Jacobian a, Affine b) { return G2_(add_mixed)(a, b); }
+  static __noinline__ DEVICE Jacobian dbl(Jacobian a) { return G2_(double)(a); }
+  static DEVICE __forceinline__ Xyzz xyzz_zero() { return zk_xyzz_zero_g2(); }
+  static DEVICE __forceinline__ void xyzz_madd(Xyzz* a, Affine b) { zk_xyzz_madd_g2(a, b); }
+  static DEVICE __forceinline__ Jacobian xyzz_to_jac(Xyzz a) { return zk_xyzz_to_jac_g2(a); }
+};
+
+// Whether an affine point is the identity (ec-gpu-gen stores it as (0, 0)).
+template <class C>
+DEVICE __forceinline__ bool msm_is_identity(const typename C::Affine& p) {
+  typedef typename C::F F;
+  const typename F::T zero = F::zero();
+  return F::eq(p.x, zero) && F::eq(p.y, zero);
+}
 
 // The bucket kernels' accumulators: one XYZZ point a thread in shared memory, which
-// zk_xyzz_madd reads and writes a coordinate at a time. Held in registers, they were spilled
+// xyzz_madd reads and writes a coordinate at a time. Held in registers, they were spilled
 // around the field calls (benches/NOTES.md). A block has at most MSM_BUCKET_BLOCK threads
 // (the kernels' launch bounds, which the driver enforces).
 #define MSM_BUCKET_BLOCK 128
-#define MSM_SHARED_ACC(NAME)                                                                    \
-  __shared__ zk_xyzz_##NAME msm_accs[MSM_BUCKET_BLOCK];                                        \
-  zk_xyzz_##NAME* const acc = &msm_accs[threadIdx.x];                                         \
-  *acc = zk_xyzz_zero_##NAME();
+template <class C>
+DEVICE __forceinline__ typename C::Xyzz* msm_shared_acc() {
+  __shared__ typename C::Xyzz accs[MSM_BUCKET_BLOCK];
+  typename C::Xyzz* const acc = &accs[threadIdx.x];
+  *acc = C::xyzz_zero();
+  return acc;
+}
 
-#define MSM_TASK_SUMS(NAME, AFF, JAC, F, FT, LAUNCH)                                           \
-  /* Bucket sums in two steps, so that a bucket holding most of the points (0/1 scalars put */ \
-  /* half of them into bucket 1 of window 0) is summed by many threads: each task adds up */    \
-  /* to t consecutive points of one bucket; then one thread per bucket adds its tasks. */      \
-  KERNEL void LAUNCH msm_task_sums_##NAME(const AFF* __restrict__ bases, const uint* __restrict__ sorted, \
-                                   const uint* __restrict__ offsets, const uint* __restrict__ counts, \
-                                   const uint* __restrict__ task_offsets, const uint* __restrict__ tasks, \
-                                   uint total, uint t, const uint* __restrict__ order,          \
-                                   const uint* __restrict__ bucket_of, JAC* __restrict__ partial) { \
-    const uint slot = GET_GLOBAL_ID();                                                          \
-    if (slot >= task_offsets[total - 1] + tasks[total - 1]) return;                             \
-    /* Slot to task: longest tasks first (msm_task_keys and a counting sort). */               \
-    const uint g = order[slot];                                                                 \
-    const uint lo = bucket_of[g];                                                               \
-    const uint start = offsets[lo] + (g - task_offsets[lo]) * t;                                \
-    const uint end = min(start + t, offsets[lo] + counts[lo]);                                  \
-    const FT zero = F(ZERO);                                                                     \
-    MSM_SHARED_ACC(NAME)                                                                        \
-    for (uint j = start; j < end; j++) {                                                        \
-      const uint v = sorted[j];                                                                 \
-      AFF p = bases[v & 0x7fffffffu];                                                           \
-      if (F(eq)(p.x, zero) && F(eq)(p.y, zero)) continue; /* the identity */                   \
-      if (v >> 31) p.y = F(sub)(zero, p.y);                                                     \
-      zk_xyzz_madd_##NAME(acc, p);                                                             \
-    }                                                                                           \
-    partial[g] = zk_xyzz_to_jac_##NAME(*acc);                                                  \
+// Bucket sums in two steps, so that a bucket holding most of the points (0/1 scalars put half
+// of them into bucket 1 of window 0) is summed by many threads: each task adds up to t
+// consecutive points of one bucket; then one thread per bucket adds its tasks.
+template <class C>
+DEVICE __forceinline__ void msm_task_sums(
+    const typename C::Affine* __restrict__ bases, const uint* __restrict__ sorted,
+    const uint* __restrict__ offsets, const uint* __restrict__ counts,
+    const uint* __restrict__ task_offsets, const uint* __restrict__ tasks, uint total, uint t,
+    const uint* __restrict__ order, const uint* __restrict__ bucket_of,
+    typename C::Jacobian* __restrict__ partial) {
+  typedef typename C::F F;
+  const uint slot = GET_GLOBAL_ID();
+  if (slot >= task_offsets[total - 1] + tasks[total - 1]) return;
+  // Slot to task: longest tasks first (msm_task_keys and a counting sort).
+  const uint g = order[slot];
+  const uint lo = bucket_of[g];
+  const uint start = offsets[lo] + (g - task_offsets[lo]) * t;
+  const uint end = min(start + t, offsets[lo] + counts[lo]);
+  const typename F::T zero = F::zero();
+  typename C::Xyzz* const acc = msm_shared_acc<C>();
+  for (uint j = start; j < end; j++) {
+    const uint v = sorted[j];
+    typename C::Affine p = bases[v & 0x7fffffffu];
+    if (msm_is_identity<C>(p)) continue;
+    if (v >> 31) p.y = F::sub(zero, p.y);
+    C::xyzz_madd(acc, p);
   }
+  partial[g] = C::xyzz_to_jac(*acc);
+}
+
+// Tasks a thread of msm_task_fold adds up at each level.
+#define MSM_FOLD 16
+
+// One thread per task slot: a level of a tree over each bucket's tasks. The task at index i of
+// its bucket, i a multiple of MSM_FOLD * step, takes the sums of the tasks i + j·step
+// (0 < j < MSM_FOLD) of that bucket: after L levels, task i · MSM_FOLD^L holds the sum of the
+// next MSM_FOLD^L tasks, so that a bucket holding most of the points is added up in parallel
+// rather than by one thread.
+template <class C>
+DEVICE __forceinline__ void msm_task_fold(typename C::Jacobian* __restrict__ partial,
+                                          const uint* __restrict__ task_offsets,
+                                          const uint* __restrict__ tasks,
+                                          const uint* __restrict__ bucket_of, uint total,
+                                          uint step) {
+  const uint g = GET_GLOBAL_ID();
+  if (g >= task_offsets[total - 1] + tasks[total - 1]) return;
+  const uint b = bucket_of[g];
+  const uint i = g - task_offsets[b];
+  if (i % (MSM_FOLD * step) != 0 || i + step >= tasks[b]) return;
+  typename C::Jacobian acc = partial[g];
+  for (uint j = 1; j < MSM_FOLD && i + j * step < tasks[b]; j++)
+    acc = C::add(acc, partial[g + j * step]);
+  partial[g] = acc;
+}
+
+// One thread per bucket: the sum of its tasks k0 + j·step (the folded ones), added to the
+// previous sum when accumulate is set (the streamed mode's later chunks).
+template <class C>
+DEVICE __forceinline__ void msm_task_reduce(const typename C::Jacobian* __restrict__ partial,
+                                            const uint* __restrict__ task_offsets,
+                                            const uint* __restrict__ tasks, uint total,
+                                            uint step, uint accumulate,
+                                            typename C::Jacobian* __restrict__ sums) {
+  const uint b = GET_GLOBAL_ID();
+  if (b >= total) return;
+  typename C::Jacobian acc = accumulate ? sums[b] : C::zero();
+  const uint k0 = task_offsets[b];
+  for (uint k = k0; k < k0 + tasks[b]; k += step) acc = C::add(acc, partial[k]);
+  sums[b] = acc;
+}
+
+// One thread per segment of seg buckets of a window: sum over the segment of multiplier times
+// bucket sum, multipliers being bucket index + 1 within the window.
+template <class C>
+DEVICE __forceinline__ void msm_segments(const typename C::Jacobian* __restrict__ sums,
+                                         uint buckets, uint nw, uint seg,
+                                         typename C::Jacobian* __restrict__ out) {
+  typedef typename C::Jacobian J;
+  const uint segs = buckets / seg;
+  const uint g = GET_GLOBAL_ID();
+  if (g >= nw * segs) return;
+  const uint w = g / segs;
+  const uint lo = (g % segs) * seg;
+  const J* s = sums + (size_t)w * buckets;
+  J acc = C::zero();
+  J tot = C::zero();
+  for (uint b = lo + seg; b > lo; b--) {
+    acc = C::add(acc, s[b - 1]);
+    tot = C::add(tot, acc);
+  }
+  // tot = sum (b - lo + 1) s[b]; add lo * acc, acc being the segment's plain sum.
+  J extra = C::zero();
+  for (int bit = 31 - __clz(lo); bit >= 0; bit--) {  // lo == 0: no iteration
+    extra = C::dbl(extra);
+    if ((lo >> bit) & 1u) extra = C::add(extra, acc);
+  }
+  out[g] = C::add(tot, extra);
+}
+
+// out[g] = in[g·k] + ... + in[g·k + k - 1]: folds segment results before the read-back.
+template <class C>
+DEVICE __forceinline__ void msm_sum_groups(const typename C::Jacobian* __restrict__ in,
+                                           uint groups, uint k,
+                                           typename C::Jacobian* __restrict__ out) {
+  const uint g = GET_GLOBAL_ID();
+  if (g >= groups) return;
+  typename C::Jacobian acc = C::zero();
+  for (uint i = 0; i < k; i++) acc = C::add(acc, in[(size_t)g * k + i]);
+  out[g] = acc;
+}
+
+// Scalars that are 0 or 1: each thread adds the selected points of a strided share.
+template <class C>
+DEVICE __forceinline__ void msm_boolean(const typename C::Affine* __restrict__ bases,
+                                        const FR* __restrict__ scalars, uint n,
+                                        typename C::Jacobian* __restrict__ out,
+                                        uint* __restrict__ not_boolean) {
+  const uint t = GET_GLOBAL_ID();
+  const uint stride = gridDim.x * blockDim.x;
+  const FR one = FR_(ONE);
+  const FR fzero = FR_(ZERO);
+  typename C::Jacobian acc = C::zero();
+  for (uint i = t; i < n; i += stride) {
+    const FR s = scalars[i];
+    if (FR_(eq)(s, fzero)) continue;
+    if (!FR_(eq)(s, one)) {
+      *not_boolean = 1u;
+      continue;
+    }
+    const typename C::Affine p = bases[i];
+    if (msm_is_identity<C>(p)) continue;
+    acc = C::madd(acc, p);
+  }
+  out[t] = acc;
+}
+
+// The 0/1 part of a split MSM, for one curve: the sum of the bases of the variables in words
+// [w_lo, w_hi) that are selected (density) and equal to one. sel = ones & density, and
+// sel_prefix[w] counts sel's bits before word w, so the ones are numbered and each thread
+// takes an equal run of them: partial[t] += the sum of its run. Bases hold [b_lo, ...).
+template <class C>
+DEVICE __forceinline__ void msm_ones(const typename C::Affine* __restrict__ bases,
+                                     const uint* __restrict__ density,
+                                     const uint* __restrict__ prefix,
+                                     const uint* __restrict__ sel,
+                                     const uint* __restrict__ sel_prefix, uint w_lo, uint w_hi,
+                                     uint b_lo, typename C::Jacobian* __restrict__ partial,
+                                     uint threads) {
+  const uint t = GET_GLOBAL_ID();
+  if (t >= threads) return;
+  const uint first = sel_prefix[w_lo];
+  const uint total = sel_prefix[w_hi] - first;
+  const uint per = (total + threads - 1u) / threads;
+  uint k = first + t * per;
+  const uint end = min(k + per, first + total);
+  if (per == 0u || k >= end) return;
+  // The word holding one number k: the last w with sel_prefix[w] <= k.
+  uint lo = w_lo, hi = w_hi;
+  while (hi - lo > 1u) {
+    const uint mid = (lo + hi) / 2u;
+    if (sel_prefix[mid] <= k)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  uint w = lo;
+  uint bits = sel[w];
+  for (uint skip = k - sel_prefix[w]; skip > 0u; skip--) bits &= bits - 1u;
+  typename C::Xyzz* const acc = msm_shared_acc<C>();
+  while (k < end) {
+    while (bits == 0u) bits = sel[++w];
+    const uint b = __ffs(bits) - 1u;
+    bits &= bits - 1u;
+    const uint idx = prefix[w] + __popc(density[w] & ((1u << b) - 1u)) - b_lo;
+    const typename C::Affine p = bases[idx];
+    k++;
+    if (msm_is_identity<C>(p)) continue;
+    C::xyzz_madd(acc, p);
+  }
+  partial[t] = C::add(partial[t], C::xyzz_to_jac(*acc));
+}
+
+// Precomputed multiples of fixed bases: copy j of a point P is 2^(c·j)·P, j < copies, so that
+// a Pippenger with c-bit windows sums `copies` windows in one set of buckets (msm_digits_of).
+// One thread a point: c doublings a copy in Jacobian coordinates, then one inversion for all
+// of the point's copies (Montgomery's trick) back to affine.
+#define MSM_MAX_COPIES 16
+template <class C>
+DEVICE __forceinline__ void msm_precompute(const typename C::Affine* __restrict__ bases, uint n,
+                                           uint c, uint copies,
+                                           typename C::Affine* __restrict__ out) {
+  typedef typename C::F F;
+  typedef typename F::T FT;
+  const uint i = GET_GLOBAL_ID();
+  if (i >= n) return;
+  const typename C::Affine p = bases[i];
+  out[i] = p;
+  if (msm_is_identity<C>(p)) {  // the identity, and all its multiples
+    for (uint j = 1; j < copies; j++) out[(size_t)j * n + i] = p;
+    return;
+  }
+  typename C::Jacobian q[MSM_MAX_COPIES];
+  FT prefix[MSM_MAX_COPIES];  // prefix[j] = q[1].z ... q[j].z
+  typename C::Jacobian acc;
+  acc.x = p.x;
+  acc.y = p.y;
+  acc.z = F::one();
+  FT run = F::one();
+  for (uint j = 1; j < copies; j++) {
+    for (uint d = 0; d < c; d++) acc = C::dbl(acc);
+    q[j] = acc;
+    run = F::mul(run, acc.z);
+    prefix[j] = run;
+  }
+  FT inv = F::inverse(run);  // 1 / (q[1].z ... q[copies - 1].z)
+  for (uint j = copies - 1; j >= 1; j--) {
+    const FT zinv = j > 1 ? F::mul(inv, prefix[j - 1]) : inv;
+    inv = F::mul(inv, q[j].z);
+    const FT zinv2 = F::sqr(zinv);
+    typename C::Affine r;
+    r.x = F::mul(q[j].x, zinv2);
+    r.y = F::mul(q[j].y, F::mul(zinv2, zinv));
+    out[(size_t)j * n + i] = r;
+  }
+}
 
 // The sum of the affine points ax[k], ay[k] for k in [lo, hi) whose bit in held is set.
-#define MSM_AFFINE_SUM(NAME, AFF, JAC, FT)                                                      \
-__noinline__ DEVICE JAC msm_affine_sum_##NAME(const FT* ax, const FT* ay,                       \
-                                             unsigned long long held, uint lo, uint hi) {       \
-  zk_xyzz_##NAME acc = zk_xyzz_zero_##NAME();                                                   \
-  for (uint k = lo; k < hi; k++) {                                                              \
-    if (!((held >> k) & 1ull)) continue;                                                        \
-    AFF a;                                                                                      \
-    a.x = ax[k];                                                                                \
-    a.y = ay[k];                                                                                \
-    zk_xyzz_madd_##NAME(&acc, a);                                                               \
-  }                                                                                             \
-  return zk_xyzz_to_jac_##NAME(acc);                                                            \
+template <class C>
+__noinline__ DEVICE typename C::Jacobian msm_affine_sum(const typename C::F::T* ax,
+                                                        const typename C::F::T* ay,
+                                                        unsigned long long held, uint lo,
+                                                        uint hi) {
+  typename C::Xyzz acc = C::xyzz_zero();
+  for (uint k = lo; k < hi; k++) {
+    if (!((held >> k) & 1ull)) continue;
+    typename C::Affine a;
+    a.x = ax[k];
+    a.y = ay[k];
+    C::xyzz_madd(&acc, a);
+  }
+  return C::xyzz_to_jac(acc);
 }
 
 // Bucket sums by batch-affine additions over a quadratic extension (G2): each thread steps B
@@ -425,309 +704,267 @@ __noinline__ DEVICE JAC msm_affine_sum_##NAME(const FT* ax, const FT* ay,       
 // w·per_thread slots: tasks of nearly equal lengths (longest first). A step adds P to A by
 // the slope (y_P - y_A) / (x_P - x_A); P = A doubles by 3x_A^2 / 2y_A; P = -A leaves the
 // identity; a sum that is the identity takes P as it is.
-#define MSM_TASK_SUMS_AFFINE(NAME, AFF, JAC, P, F, FT, BF, BT, LAUNCH, B)                       \
-KERNEL void LAUNCH msm_task_sums_affine##B##_##NAME(                                            \
-    const AFF* __restrict__ bases, const uint* __restrict__ sorted,                             \
-    const uint* __restrict__ offsets, const uint* __restrict__ counts,                          \
-    const uint* __restrict__ task_offsets, const uint* __restrict__ tasks, uint total, uint t,  \
-    const uint* __restrict__ order, const uint* __restrict__ bucket_of, uint parts,             \
-    uint per_thread, JAC* __restrict__ partial) {                                               \
-  const uint slots = task_offsets[total - 1] + tasks[total - 1];                                \
-  const uint runs = per_thread * parts; /* at most B */                                         \
-  const uint first = blockIdx.x * blockDim.x * per_thread + threadIdx.x;                        \
-  const FT zero = F(ZERO);                                                                      \
-  FT ax[B], ay[B];                                                                              \
-  BT pre[B], nrm[B];                                                                            \
-  uint pos[B], end[B];                                                                          \
-  unsigned long long held = 0; /* bit k: run k's sum is a point, not the identity */            \
-  _Pragma("unroll 1") for (uint k = 0; k < runs; k++) {                                         \
-    const uint slot = first + (k / parts) * blockDim.x;                                         \
-    pos[k] = end[k] = 0;                                                                        \
-    if (slot >= slots) continue;                                                                \
-    const uint g = order[slot];                                                                 \
-    const uint lo = bucket_of[g];                                                               \
-    const uint start = offsets[lo] + (g - task_offsets[lo]) * t;                                \
-    const uint len = min(t, offsets[lo] + counts[lo] - start);                                  \
-    const uint share = (len + parts - 1) / parts;                                               \
-    pos[k] = min(start + (k % parts) * share, start + len);                                     \
-    end[k] = min(pos[k] + share, start + len);                                                  \
-  }                                                                                             \
-  uint vals[B]; /* the step's entry of each run, their loads all in flight at once */           \
-  for (;;) {                                                                                    \
-    uint active = 0;                                                                            \
-    _Pragma("unroll 1") for (uint k = 0; k < runs; k++) {                                       \
-      if (pos[k] >= end[k]) continue;                                                           \
-      active = 1;                                                                               \
-      vals[k] = sorted[pos[k]];                                                                 \
-    }                                                                                           \
-    if (!active) break;                                                                         \
-    /* Forward: each run's denominator d, its norm nrm[k], and pre[k] = the product of the */   \
-    /* norms before it. */                                                                      \
-    unsigned long long adding = 0, doubling = 0;                                                \
-    int lowest = -1;                                                                            \
-    BT run = BF(ONE);                                                                           \
-    _Pragma("unroll 1") for (uint k = 0; k < runs; k++) {                                       \
-      if (pos[k] >= end[k]) continue;                                                           \
-      const uint v = vals[k];                                                                   \
-      /* x alone; y only where it is needed: a first point, x_P = x_A, or x_P = 0 */            \
-      const AFF* b = &bases[v & 0x7fffffffu];                                                   \
-      const FT px = b->x;                                                                       \
-      if (F(eq)(px, zero) && F(eq)(b->y, zero)) { pos[k]++; continue; } /* the identity */      \
-      if (!((held >> k) & 1ull)) {                                                              \
-        ax[k] = px;                                                                             \
-        ay[k] = (v >> 31) ? F(sub)(zero, b->y) : b->y;                                          \
-        held |= 1ull << k;                                                                      \
-        pos[k]++;                                                                               \
-        continue;                                                                               \
-      }                                                                                         \
-      FT den = F(sub)(px, ax[k]);                                                               \
-      if (F(eq)(den, zero)) {                                                                   \
-        const FT py = (v >> 31) ? F(sub)(zero, b->y) : b->y;                                    \
-        if (!F(eq)(py, ay[k])) { held &= ~(1ull << k); pos[k]++; continue; } /* P = -A */       \
-        den = F(double)(ay[k]);                                                                 \
-        doubling |= 1ull << k;                                                                  \
-      } else {                                                                                  \
-        adding |= 1ull << k;                                                                    \
-      }                                                                                         \
-      const BT norm = F(norm)(den);                                                             \
-      nrm[k] = norm;                                                                            \
-      if (lowest < 0) { lowest = k; run = norm; }                                               \
-      else { pre[k] = run; run = BF(mul)(run, norm); }                                          \
-    }                                                                                           \
-    if (lowest < 0) continue;                                                                   \
-    /* Backward: inv = 1 / (the norms of runs <= k), peeled one run at a time. */               \
-    BT inv = BF(inverse_vartime)(run);                                                          \
-    _Pragma("unroll 1") for (int k = (int)runs - 1; k >= lowest; k--) {                        \
-      const unsigned long long bit = 1ull << k;                                                 \
-      if (!((adding | doubling) & bit)) continue;                                               \
-      const uint v = vals[k];                                                                   \
-      AFF p = bases[v & 0x7fffffffu];                                                           \
-      if (v >> 31) p.y = F(sub)(zero, p.y);                                                     \
-      FT num, den;                                                                              \
-      if (doubling & bit) {                                                                     \
-        const FT x2 = F(sqr)(ax[k]);                                                            \
-        num = F(add)(F(double)(x2), x2);                                                        \
-        den = F(double)(ay[k]);                                                                 \
-      } else {                                                                                  \
-        num = F(sub)(p.y, ay[k]);                                                               \
-        den = F(sub)(p.x, ax[k]);                                                               \
-      }                                                                                         \
-      BT norm_inv = inv;                                                                        \
-      if (k != lowest) {                                                                        \
-        norm_inv = BF(mul)(inv, pre[k]);                                                        \
-        inv = BF(mul)(inv, nrm[k]);                                                             \
-      }                                                                                         \
-      const FT lambda = F(mul)(num, F(conjugate_times)(den, norm_inv));                         \
-      const FT x = F(sub)(F(sub)(F(sqr)(lambda), ax[k]), (doubling & bit) ? ax[k] : p.x);       \
-      ay[k] = F(sub)(F(mul)(lambda, F(sub)(ax[k], x)), ay[k]);                                  \
-      ax[k] = x;                                                                                \
-      pos[k]++;                                                                                 \
-    }                                                                                           \
-  }                                                                                             \
-  /* Each task's sum: its runs' sums added (out of line: it is run once). */                    \
-  _Pragma("unroll 1") for (uint j = 0; j < per_thread; j++) {                                   \
-    const uint slot = first + j * blockDim.x;                                                   \
-    if (slot >= slots) continue;                                                                \
-    partial[order[slot]] = msm_affine_sum_##NAME(ax, ay, held, j * parts, (j + 1) * parts);     \
-  }                                                                                             \
+template <class C, uint B>
+DEVICE __forceinline__ void msm_task_sums_affine(
+    const typename C::Affine* __restrict__ bases, const uint* __restrict__ sorted,
+    const uint* __restrict__ offsets, const uint* __restrict__ counts,
+    const uint* __restrict__ task_offsets, const uint* __restrict__ tasks, uint total, uint t,
+    const uint* __restrict__ order, const uint* __restrict__ bucket_of, uint parts,
+    uint per_thread, typename C::Jacobian* __restrict__ partial) {
+  typedef typename C::F F;
+  typedef typename F::T FT;
+  typedef typename F::Base BF;
+  typedef typename BF::T BT;
+  const uint slots = task_offsets[total - 1] + tasks[total - 1];
+  const uint runs = per_thread * parts;  // at most B
+  const uint first = blockIdx.x * blockDim.x * per_thread + threadIdx.x;
+  const FT zero = F::zero();
+  FT ax[B], ay[B];
+  BT pre[B], nrm[B];
+  uint pos[B], end[B];
+  unsigned long long held = 0;  // bit k: run k's sum is a point, not the identity
+#pragma unroll 1
+  for (uint k = 0; k < runs; k++) {
+    const uint slot = first + (k / parts) * blockDim.x;
+    pos[k] = end[k] = 0;
+    if (slot >= slots) continue;
+    const uint g = order[slot];
+    const uint lo = bucket_of[g];
+    const uint start = offsets[lo] + (g - task_offsets[lo]) * t;
+    const uint len = min(t, offsets[lo] + counts[lo] - start);
+    const uint share = (len + parts - 1) / parts;
+    pos[k] = min(start + (k % parts) * share, start + len);
+    end[k] = min(pos[k] + share, start + len);
+  }
+  uint vals[B];  // the step's entry of each run, their loads all in flight at once
+  for (;;) {
+    uint active = 0;
+#pragma unroll 1
+    for (uint k = 0; k < runs; k++) {
+      if (pos[k] >= end[k]) continue;
+      active = 1;
+      vals[k] = sorted[pos[k]];
+    }
+    if (!active) break;
+    // Forward: each run's denominator d, its norm nrm[k], and pre[k] = the product of the
+    // norms before it.
+    unsigned long long adding = 0, doubling = 0;
+    int lowest = -1;
+    BT run = BF::one();
+#pragma unroll 1
+    for (uint k = 0; k < runs; k++) {
+      if (pos[k] >= end[k]) continue;
+      const uint v = vals[k];
+      // x alone; y only where it is needed: a first point, x_P = x_A, or x_P = 0.
+      const typename C::Affine* b = &bases[v & 0x7fffffffu];
+      const FT px = b->x;
+      if (F::eq(px, zero) && F::eq(b->y, zero)) {  // the identity
+        pos[k]++;
+        continue;
+      }
+      if (!((held >> k) & 1ull)) {
+        ax[k] = px;
+        ay[k] = (v >> 31) ? F::sub(zero, b->y) : b->y;
+        held |= 1ull << k;
+        pos[k]++;
+        continue;
+      }
+      FT den = F::sub(px, ax[k]);
+      if (F::eq(den, zero)) {
+        const FT py = (v >> 31) ? F::sub(zero, b->y) : b->y;
+        if (!F::eq(py, ay[k])) {  // P = -A
+          held &= ~(1ull << k);
+          pos[k]++;
+          continue;
+        }
+        den = F::twice(ay[k]);
+        doubling |= 1ull << k;
+      } else {
+        adding |= 1ull << k;
+      }
+      const BT norm = F::norm(den);
+      nrm[k] = norm;
+      if (lowest < 0) {
+        lowest = k;
+        run = norm;
+      } else {
+        pre[k] = run;
+        run = BF::mul(run, norm);
+      }
+    }
+    if (lowest < 0) continue;
+    // Backward: inv = 1 / (the norms of runs <= k), peeled one run at a time.
+    BT inv = BF::inverse_vartime(run);
+#pragma unroll 1
+    for (int k = (int)runs - 1; k >= lowest; k--) {
+      const unsigned long long bit = 1ull << k;
+      if (!((adding | doubling) & bit)) continue;
+      const uint v = vals[k];
+      typename C::Affine p = bases[v & 0x7fffffffu];
+      if (v >> 31) p.y = F::sub(zero, p.y);
+      FT num, den;
+      if (doubling & bit) {
+        const FT x2 = F::sqr(ax[k]);
+        num = F::add(F::twice(x2), x2);
+        den = F::twice(ay[k]);
+      } else {
+        num = F::sub(p.y, ay[k]);
+        den = F::sub(p.x, ax[k]);
+      }
+      BT norm_inv = inv;
+      if (k != lowest) {
+        norm_inv = BF::mul(inv, pre[k]);
+        inv = BF::mul(inv, nrm[k]);
+      }
+      const FT lambda = F::mul(num, F::conjugate_times(den, norm_inv));
+      const FT x = F::sub(F::sub(F::sqr(lambda), ax[k]), (doubling & bit) ? ax[k] : p.x);
+      ay[k] = F::sub(F::mul(lambda, F::sub(ax[k], x)), ay[k]);
+      ax[k] = x;
+      pos[k]++;
+    }
+  }
+  // Each task's sum: its runs' sums added (out of line: it is run once).
+#pragma unroll 1
+  for (uint j = 0; j < per_thread; j++) {
+    const uint slot = first + j * blockDim.x;
+    if (slot >= slots) continue;
+    partial[order[slot]] = msm_affine_sum<C>(ax, ay, held, j * parts, (j + 1) * parts);
+  }
 }
 
-// Tasks a thread of msm_task_fold adds up at each level.
-#define MSM_FOLD 16
-
-// The curve kernels, for G1 over Fp and G2 over Fp2.
-#define MSM_CURVE(NAME, AFF, JAC, P, F, FT, LAUNCH)                                            \
-  MSM_TASK_SUMS(NAME, AFF, JAC, F, FT, LAUNCH)                                                  \
-                                                                                                \
-  /* One thread per task slot: a level of a tree over each bucket's tasks. The task at */     \
-  /* index i of its bucket, i a multiple of MSM_FOLD * step, takes the sums of the tasks */     \
-  /* i + j·step (0 < j < MSM_FOLD) of that bucket: after L levels, task i · MSM_FOLD^L holds */  \
-  /* the sum of the next MSM_FOLD^L tasks, so that a bucket holding most of the points is */    \
-  /* added up in parallel rather than by one thread. */                                         \
-  KERNEL void msm_task_fold_##NAME(JAC* __restrict__ partial,                                 \
-                                   const uint* __restrict__ task_offsets,                       \
-                                   const uint* __restrict__ tasks,                              \
-                                   const uint* __restrict__ bucket_of, uint total, uint step) { \
-    const uint g = GET_GLOBAL_ID();                                                             \
-    if (g >= task_offsets[total - 1] + tasks[total - 1]) return;                                \
-    const uint b = bucket_of[g];                                                                \
-    const uint i = g - task_offsets[b];                                                         \
-    if (i % (MSM_FOLD * step) != 0 || i + step >= tasks[b]) return;                             \
-    JAC acc = partial[g];                                                                       \
-    for (uint j = 1; j < MSM_FOLD && i + j * step < tasks[b]; j++)                              \
-      acc = msm_add_##NAME(acc, partial[g + j * step]);                                         \
-    partial[g] = acc;                                                                           \
-  }                                                                                             \
-                                                                                                \
-  /* One thread per bucket: the sum of its tasks k0 + j·step (the folded ones), added to the */ \
-  /* previous sum when accumulate is set (the streamed mode's later chunks). */                  \
-  KERNEL void msm_task_reduce_##NAME(const JAC* __restrict__ partial, const uint* __restrict__ task_offsets, \
-                                     const uint* __restrict__ tasks, uint total, uint step,     \
-                                     uint accumulate, JAC* __restrict__ sums) {                 \
-    const uint b = GET_GLOBAL_ID();                                                             \
-    if (b >= total) return;                                                                     \
-    JAC acc = accumulate ? sums[b] : P(ZERO);                                                   \
-    const uint k0 = task_offsets[b];                                                            \
-    for (uint k = k0; k < k0 + tasks[b]; k += step) acc = msm_add_##NAME(acc, partial[k]);      \
-    sums[b] = acc;                                                                              \
-  }                                                                                             \
-                                                                                                \
-  /* One thread per segment of seg buckets of a window: sum over the segment of multiplier */   \
-  /* times bucket sum, multipliers being bucket index + 1 within the window. */                  \
-  KERNEL void msm_segments_##NAME(const JAC* __restrict__ sums, uint buckets, uint nw, uint seg, \
-                                  JAC* __restrict__ out) {                                      \
-    const uint segs = buckets / seg;                                                            \
-    const uint g = GET_GLOBAL_ID();                                                             \
-    if (g >= nw * segs) return;                                                                 \
-    const uint w = g / segs;                                                                    \
-    const uint lo = (g % segs) * seg;                                                           \
-    const JAC* s = sums + (size_t)w * buckets;                                                  \
-    JAC acc = P(ZERO);                                                                          \
-    JAC tot = P(ZERO);                                                                          \
-    for (uint b = lo + seg; b > lo; b--) {                                                      \
-      acc = msm_add_##NAME(acc, s[b - 1]);                                                              \
-      tot = msm_add_##NAME(tot, acc);                                                                   \
-    }                                                                                           \
-    /* tot = sum (b - lo + 1) s[b]; add lo * acc, acc being the segment's plain sum. */         \
-    JAC extra = P(ZERO);                                                                        \
-    for (int bit = 31 - __clz(lo); bit >= 0; bit--) { /* lo == 0: no iteration */             \
-      extra = msm_dbl_##NAME(extra);                                                                 \
-      if ((lo >> bit) & 1u) extra = msm_add_##NAME(extra, acc);                                         \
-    }                                                                                           \
-    out[g] = msm_add_##NAME(tot, extra);                                                                \
-  }                                                                                             \
-                                                                                                \
-  /* out[g] = in[g·k] + ... + in[g·k + k - 1]: folds segment results before the read-back. */ \
-  KERNEL void msm_sum_groups_##NAME(const JAC* __restrict__ in, uint groups, uint k,           \
-                                    JAC* __restrict__ out) {                                    \
-    const uint g = GET_GLOBAL_ID();                                                             \
-    if (g >= groups) return;                                                                    \
-    JAC acc = P(ZERO);                                                                          \
-    for (uint i = 0; i < k; i++) acc = msm_add_##NAME(acc, in[(size_t)g * k + i]);              \
-    out[g] = acc;                                                                               \
-  }                                                                                             \
-                                                                                                \
-  /* Scalars that are 0 or 1: each thread adds the selected points of a strided share. */       \
-  KERNEL void msm_boolean_##NAME(const AFF* __restrict__ bases, const FR* __restrict__ scalars, \
-                                 uint n, JAC* __restrict__ out, uint* __restrict__ not_boolean) { \
-    const uint t = GET_GLOBAL_ID();                                                             \
-    const uint stride = gridDim.x * blockDim.x;                                                 \
-    const FR one = FR_(ONE);                                                                    \
-    const FR fzero = FR_(ZERO);                                                                 \
-    const FT zero = F(ZERO);                                                                     \
-    JAC acc = P(ZERO);                                                                          \
-    for (uint i = t; i < n; i += stride) {                                                      \
-      const FR s = scalars[i];                                                                  \
-      if (FR_(eq)(s, fzero)) continue;                                                          \
-      if (!FR_(eq)(s, one)) { *not_boolean = 1u; continue; }                                    \
-      const AFF p = bases[i];                                                                   \
-      if (F(eq)(p.x, zero) && F(eq)(p.y, zero)) continue;                                       \
-      acc = msm_madd_##NAME(acc, p);                                                               \
-    }                                                                                           \
-    out[t] = acc;                                                                               \
-  }
-
-// The 0/1 part of a split MSM, for one curve: the sum of the bases of the variables in words
-// [w_lo, w_hi) that are selected (density) and equal to one. sel = ones & density, and
-// sel_prefix[w] counts sel's bits before word w, so the ones are numbered and each thread
-// takes an equal run of them: partial[t] += the sum of its run. Bases hold [b_lo, ...).
-#define MSM_ONES(NAME, AFF, JAC, F, FT, LAUNCH)                                                 \
-  KERNEL void LAUNCH msm_ones_##NAME(const AFF* __restrict__ bases, const uint* __restrict__ density, \
-                              const uint* __restrict__ prefix, const uint* __restrict__ sel,   \
-                              const uint* __restrict__ sel_prefix, uint w_lo, uint w_hi,       \
-                              uint b_lo, JAC* __restrict__ partial, uint threads) {            \
-    const uint t = GET_GLOBAL_ID();                                                             \
-    if (t >= threads) return;                                                                   \
-    const uint first = sel_prefix[w_lo];                                                        \
-    const uint total = sel_prefix[w_hi] - first;                                                \
-    const uint per = (total + threads - 1u) / threads;                                          \
-    uint k = first + t * per;                                                                   \
-    const uint end = min(k + per, first + total);                                               \
-    if (per == 0u || k >= end) return;                                                          \
-    /* The word holding one number k: the last w with sel_prefix[w] <= k. */                    \
-    uint lo = w_lo, hi = w_hi;                                                                  \
-    while (hi - lo > 1u) {                                                                      \
-      const uint mid = (lo + hi) / 2u;                                                          \
-      if (sel_prefix[mid] <= k) lo = mid; else hi = mid;                                        \
-    }                                                                                           \
-    uint w = lo;                                                                                \
-    uint bits = sel[w];                                                                         \
-    for (uint skip = k - sel_prefix[w]; skip > 0u; skip--) bits &= bits - 1u;                  \
-    const FT zero = F(ZERO);                                                                    \
-    MSM_SHARED_ACC(NAME)                                                                        \
-    while (k < end) {                                                                           \
-      while (bits == 0u) bits = sel[++w];                                                       \
-      const uint b = __ffs(bits) - 1u;                                                          \
-      bits &= bits - 1u;                                                                        \
-      const uint idx = prefix[w] + __popc(density[w] & ((1u << b) - 1u)) - b_lo;               \
-      const AFF p = bases[idx];                                                                 \
-      k++;                                                                                      \
-      if (F(eq)(p.x, zero) && F(eq)(p.y, zero)) continue; /* the identity */                   \
-      zk_xyzz_madd_##NAME(acc, p);                                                             \
-    }                                                                                           \
-    partial[t] = msm_add_##NAME(partial[t], zk_xyzz_to_jac_##NAME(*acc));                      \
-  }
-
-#define MSM_G1(f) G1_(f)
-#define MSM_G2(f) G2_(f)
-MSM_OPS(g1, G1_AFFINE, G1_JACOBIAN, MSM_G1)
-MSM_OPS(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2)
-
-// Precomputed multiples of fixed bases: copy j of a point P is 2^(c·j)·P, j < copies, so
-// that a Pippenger with c-bit windows sums `copies` windows in one set of buckets
-// (msm_digits_of). One thread a point: c doublings a copy in Jacobian coordinates, then one
-// inversion for all of the point's copies (Montgomery's trick) back to affine.
-#define MSM_MAX_COPIES 16
-#define MSM_PRECOMPUTE(NAME, AFF, JAC, F, FT)                                                  \
-  KERNEL void msm_precompute_##NAME(const AFF* __restrict__ bases, uint n, uint c, uint copies, \
-                                    AFF* __restrict__ out) {                                   \
-    const uint i = GET_GLOBAL_ID();                                                            \
-    if (i >= n) return;                                                                        \
-    const AFF p = bases[i];                                                                    \
-    out[i] = p;                                                                                \
-    const FT zero = F(ZERO);                                                                   \
-    if (F(eq)(p.x, zero) && F(eq)(p.y, zero)) { /* the identity, and all its multiples */     \
-      for (uint j = 1; j < copies; j++) out[(size_t)j * n + i] = p;                            \
-      return;                                                                                  \
-    }                                                                                          \
-    JAC q[MSM_MAX_COPIES];                                                                     \
-    FT prefix[MSM_MAX_COPIES]; /* prefix[j] = q[1].z ... q[j].z */                              \
-    JAC acc;                                                                                   \
-    acc.x = p.x; acc.y = p.y; acc.z = F(ONE);                                                  \
-    FT run = F(ONE);                                                                           \
-    for (uint j = 1; j < copies; j++) {                                                        \
-      for (uint d = 0; d < c; d++) acc = msm_dbl_##NAME(acc);                                  \
-      q[j] = acc;                                                                              \
-      run = F(mul)(run, acc.z);                                                                \
-      prefix[j] = run;                                                                         \
-    }                                                                                          \
-    FT inv = F(inverse)(run); /* 1 / (q[1].z ... q[copies - 1].z) */                           \
-    for (uint j = copies - 1; j >= 1; j--) {                                                   \
-      const FT zinv = j > 1 ? F(mul)(inv, prefix[j - 1]) : inv;                                \
-      inv = F(mul)(inv, q[j].z);                                                               \
-      const FT zinv2 = F(sqr)(zinv);                                                           \
-      AFF r;                                                                                   \
-      r.x = F(mul)(q[j].x, zinv2);                                                             \
-      r.y = F(mul)(q[j].y, F(mul)(zinv2, zinv));                                               \
-      out[(size_t)j * n + i] = r;                                                              \
-    }                                                                                          \
-  }
-
-// The bucket loop adds in the prelude's XYZZ coordinates (curve.cu), faster than Jacobian
-// mixed additions for both curves (ec-gpu-gen's Jacobian madd inlined in G2's loop was slower
-// still).
+// ---- The kernels, by curve ----
 // G1's bucket kernels held to 128 registers, four 128-thread blocks an SM (it used 158):
 // faster despite a few spills (benches/NOTES.md). G2's need their 255 registers.
 #define MSM_LAUNCH_G1 __launch_bounds__(MSM_BUCKET_BLOCK, 4)
 #define MSM_LAUNCH_G2 __launch_bounds__(MSM_BUCKET_BLOCK)
-MSM_CURVE(g1, G1_AFFINE, G1_JACOBIAN, MSM_G1, ZK_FPC, FP, MSM_LAUNCH_G1)
-MSM_CURVE(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, ZK_FP2Z, FP2, MSM_LAUNCH_G2)
-MSM_ONES(g1, G1_AFFINE, G1_JACOBIAN, ZK_FPC, FP, MSM_LAUNCH_G1)
-MSM_ONES(g2, G2_AFFINE, G2_JACOBIAN, ZK_FP2Z, FP2, MSM_LAUNCH_G2)
-MSM_PRECOMPUTE(g1, G1_AFFINE, G1_JACOBIAN, ZK_FPC, FP)
-MSM_PRECOMPUTE(g2, G2_AFFINE, G2_JACOBIAN, ZK_FP2Z, FP2)
+
+KERNEL void MSM_LAUNCH_G1 msm_task_sums_g1(
+    const G1_AFFINE* __restrict__ bases, const uint* __restrict__ sorted,
+    const uint* __restrict__ offsets, const uint* __restrict__ counts,
+    const uint* __restrict__ task_offsets, const uint* __restrict__ tasks, uint total, uint t,
+    const uint* __restrict__ order, const uint* __restrict__ bucket_of,
+    G1_JACOBIAN* __restrict__ partial) {
+  msm_task_sums<MsmG1>(bases, sorted, offsets, counts, task_offsets, tasks, total, t, order,
+                       bucket_of, partial);
+}
+KERNEL void MSM_LAUNCH_G2 msm_task_sums_g2(
+    const G2_AFFINE* __restrict__ bases, const uint* __restrict__ sorted,
+    const uint* __restrict__ offsets, const uint* __restrict__ counts,
+    const uint* __restrict__ task_offsets, const uint* __restrict__ tasks, uint total, uint t,
+    const uint* __restrict__ order, const uint* __restrict__ bucket_of,
+    G2_JACOBIAN* __restrict__ partial) {
+  msm_task_sums<MsmG2>(bases, sorted, offsets, counts, task_offsets, tasks, total, t, order,
+                       bucket_of, partial);
+}
+
+KERNEL void msm_task_fold_g1(G1_JACOBIAN* __restrict__ partial,
+                             const uint* __restrict__ task_offsets,
+                             const uint* __restrict__ tasks, const uint* __restrict__ bucket_of,
+                             uint total, uint step) {
+  msm_task_fold<MsmG1>(partial, task_offsets, tasks, bucket_of, total, step);
+}
+KERNEL void msm_task_fold_g2(G2_JACOBIAN* __restrict__ partial,
+                             const uint* __restrict__ task_offsets,
+                             const uint* __restrict__ tasks, const uint* __restrict__ bucket_of,
+                             uint total, uint step) {
+  msm_task_fold<MsmG2>(partial, task_offsets, tasks, bucket_of, total, step);
+}
+
+KERNEL void msm_task_reduce_g1(const G1_JACOBIAN* __restrict__ partial,
+                               const uint* __restrict__ task_offsets,
+                               const uint* __restrict__ tasks, uint total, uint step,
+                               uint accumulate, G1_JACOBIAN* __restrict__ sums) {
+  msm_task_reduce<MsmG1>(partial, task_offsets, tasks, total, step, accumulate, sums);
+}
+KERNEL void msm_task_reduce_g2(const G2_JACOBIAN* __restrict__ partial,
+                               const uint* __restrict__ task_offsets,
+                               const uint* __restrict__ tasks, uint total, uint step,
+                               uint accumulate, G2_JACOBIAN* __restrict__ sums) {
+  msm_task_reduce<MsmG2>(partial, task_offsets, tasks, total, step, accumulate, sums);
+}
+
+KERNEL void msm_segments_g1(const G1_JACOBIAN* __restrict__ sums, uint buckets, uint nw,
+                            uint seg, G1_JACOBIAN* __restrict__ out) {
+  msm_segments<MsmG1>(sums, buckets, nw, seg, out);
+}
+KERNEL void msm_segments_g2(const G2_JACOBIAN* __restrict__ sums, uint buckets, uint nw,
+                            uint seg, G2_JACOBIAN* __restrict__ out) {
+  msm_segments<MsmG2>(sums, buckets, nw, seg, out);
+}
+
+KERNEL void msm_sum_groups_g1(const G1_JACOBIAN* __restrict__ in, uint groups, uint k,
+                              G1_JACOBIAN* __restrict__ out) {
+  msm_sum_groups<MsmG1>(in, groups, k, out);
+}
+KERNEL void msm_sum_groups_g2(const G2_JACOBIAN* __restrict__ in, uint groups, uint k,
+                              G2_JACOBIAN* __restrict__ out) {
+  msm_sum_groups<MsmG2>(in, groups, k, out);
+}
+
+KERNEL void msm_boolean_g1(const G1_AFFINE* __restrict__ bases, const FR* __restrict__ scalars,
+                           uint n, G1_JACOBIAN* __restrict__ out,
+                           uint* __restrict__ not_boolean) {
+  msm_boolean<MsmG1>(bases, scalars, n, out, not_boolean);
+}
+KERNEL void msm_boolean_g2(const G2_AFFINE* __restrict__ bases, const FR* __restrict__ scalars,
+                           uint n, G2_JACOBIAN* __restrict__ out,
+                           uint* __restrict__ not_boolean) {
+  msm_boolean<MsmG2>(bases, scalars, n, out, not_boolean);
+}
+
+KERNEL void MSM_LAUNCH_G1 msm_ones_g1(const G1_AFFINE* __restrict__ bases,
+                                      const uint* __restrict__ density,
+                                      const uint* __restrict__ prefix,
+                                      const uint* __restrict__ sel,
+                                      const uint* __restrict__ sel_prefix, uint w_lo, uint w_hi,
+                                      uint b_lo, G1_JACOBIAN* __restrict__ partial,
+                                      uint threads) {
+  msm_ones<MsmG1>(bases, density, prefix, sel, sel_prefix, w_lo, w_hi, b_lo, partial, threads);
+}
+KERNEL void MSM_LAUNCH_G2 msm_ones_g2(const G2_AFFINE* __restrict__ bases,
+                                      const uint* __restrict__ density,
+                                      const uint* __restrict__ prefix,
+                                      const uint* __restrict__ sel,
+                                      const uint* __restrict__ sel_prefix, uint w_lo, uint w_hi,
+                                      uint b_lo, G2_JACOBIAN* __restrict__ partial,
+                                      uint threads) {
+  msm_ones<MsmG2>(bases, density, prefix, sel, sel_prefix, w_lo, w_hi, b_lo, partial, threads);
+}
+
+KERNEL void msm_precompute_g1(const G1_AFFINE* __restrict__ bases, uint n, uint c, uint copies,
+                              G1_AFFINE* __restrict__ out) {
+  msm_precompute<MsmG1>(bases, n, c, copies, out);
+}
+KERNEL void msm_precompute_g2(const G2_AFFINE* __restrict__ bases, uint n, uint c, uint copies,
+                              G2_AFFINE* __restrict__ out) {
+  msm_precompute<MsmG2>(bases, n, c, copies, out);
+}
+
 // G2's batch-affine bucket sums, 16, 32 or 64 runs a thread (kernels.rs picks one).
-MSM_AFFINE_SUM(g2, G2_AFFINE, G2_JACOBIAN, FP2)
-MSM_TASK_SUMS_AFFINE(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, ZK_FP2Z, FP2, ZK_FPC, FP, MSM_LAUNCH_G2, 16)
-MSM_TASK_SUMS_AFFINE(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, ZK_FP2Z, FP2, ZK_FPC, FP, MSM_LAUNCH_G2, 32)
-MSM_TASK_SUMS_AFFINE(g2, G2_AFFINE, G2_JACOBIAN, MSM_G2, ZK_FP2Z, FP2, ZK_FPC, FP, MSM_LAUNCH_G2, 64)
+KERNEL void MSM_LAUNCH_G2 msm_task_sums_affine16_g2(
+    const G2_AFFINE* __restrict__ bases, const uint* __restrict__ sorted,
+    const uint* __restrict__ offsets, const uint* __restrict__ counts,
+    const uint* __restrict__ task_offsets, const uint* __restrict__ tasks, uint total, uint t,
+    const uint* __restrict__ order, const uint* __restrict__ bucket_of, uint parts,
+    uint per_thread, G2_JACOBIAN* __restrict__ partial) {
+  msm_task_sums_affine<MsmG2, 16>(bases, sorted, offsets, counts, task_offsets, tasks, total, t,
+                                  order, bucket_of, parts, per_thread, partial);
+}
+KERNEL void MSM_LAUNCH_G2 msm_task_sums_affine32_g2(
+    const G2_AFFINE* __restrict__ bases, const uint* __restrict__ sorted,
+    const uint* __restrict__ offsets, const uint* __restrict__ counts,
+    const uint* __restrict__ task_offsets, const uint* __restrict__ tasks, uint total, uint t,
+    const uint* __restrict__ order, const uint* __restrict__ bucket_of, uint parts,
+    uint per_thread, G2_JACOBIAN* __restrict__ partial) {
+  msm_task_sums_affine<MsmG2, 32>(bases, sorted, offsets, counts, task_offsets, tasks, total, t,
+                                  order, bucket_of, parts, per_thread, partial);
+}
+KERNEL void MSM_LAUNCH_G2 msm_task_sums_affine64_g2(
+    const G2_AFFINE* __restrict__ bases, const uint* __restrict__ sorted,
+    const uint* __restrict__ offsets, const uint* __restrict__ counts,
+    const uint* __restrict__ task_offsets, const uint* __restrict__ tasks, uint total, uint t,
+    const uint* __restrict__ order, const uint* __restrict__ bucket_of, uint parts,
+    uint per_thread, G2_JACOBIAN* __restrict__ partial) {
+  msm_task_sums_affine<MsmG2, 64>(bases, sorted, offsets, counts, task_offsets, tasks, total, t,
+                                  order, bucket_of, parts, per_thread, partial);
+}
