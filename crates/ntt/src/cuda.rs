@@ -15,7 +15,7 @@ use crate::domain::Domain;
 use crate::kernels::{
     full_table_limit, Fused, NttKernels, PassShape, PowerTables, ScaleAt, MAX_DEG,
 };
-use crate::{Direction, Ntt, NttConfig, NttError, Ordering};
+use crate::{Direction, HVectors, Ntt, NttConfig, NttError, Ordering};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum TableKey {
@@ -417,10 +417,16 @@ impl Ntt for CudaNtt {
     ) -> Result<Vec<Scalar>, NttError> {
         let n = crate::check_batch([a.len(), b.len(), c.len()].into_iter())?;
         Domain::for_len(n)?;
-        let up = |v: &[Scalar]| DeviceBuffer::from_host(&self.ctx, cast::scalars_as_fr(v));
-        let h = self.h_step_device(up(&a)?, up(&b)?, up(&c)?)?;
-        self.stream.synchronize()?;
-        Ok(h.to_vec()?.into_iter().map(Into::into).collect())
+        let mut bufs = self.h_step_buffers(n, HVectors::Four)?;
+        let inputs = bufs.inputs_mut();
+        inputs.a.copy_from_host(cast::scalars_as_fr(&a))?;
+        inputs.b.copy_from_host(cast::scalars_as_fr(&b))?;
+        inputs
+            .c
+            .ok_or(NttError::NoDeviceC)?
+            .copy_from_host(cast::scalars_as_fr(&c))?;
+        self.h_step_in(&mut bufs)?;
+        Ok(bufs.h().to_vec()?.into_iter().map(Into::into).collect())
     }
 
     fn name(&self) -> String {

@@ -26,7 +26,7 @@ use crate::{CudaNtt, Direction, NttError};
 /// pinned memory). After a step, [`HStepBuffers::h`] holds h; the buffers can serve the next
 /// step as they are ([`CudaNtt::h_step_in`], [`CudaNtt::h_step_three_in`],
 /// [`CudaNtt::h_step_pinned_into`]), which spares the allocations and frees and the slower
-/// first writes to fresh memory.
+/// first writes to fresh memory. [`CudaNtt::h_step_buffers`] allocates them.
 #[derive(Debug)]
 pub struct HStepBuffers {
     a: DeviceBuffer<Fr>,
@@ -59,63 +59,48 @@ impl HStepBuffers {
 
     /// Where a step's inputs go before [`CudaNtt::h_step_in`]: a, b, and c when the buffers
     /// hold one.
-    pub fn inputs_mut(
-        &mut self,
-    ) -> (
-        &mut DeviceBuffer<Fr>,
-        &mut DeviceBuffer<Fr>,
-        Option<&mut DeviceBuffer<Fr>>,
-    ) {
-        (&mut self.a, &mut self.b, self.c.as_mut())
+    pub fn inputs_mut(&mut self) -> HStepInputs<'_> {
+        HStepInputs {
+            a: &mut self.a,
+            b: &mut self.b,
+            c: self.c.as_mut(),
+        }
     }
+}
+
+/// The device vectors an H step's inputs are written into ([`HStepBuffers::inputs_mut`]).
+#[derive(Debug)]
+pub struct HStepInputs<'a> {
+    pub a: &'a mut DeviceBuffer<Fr>,
+    pub b: &'a mut DeviceBuffer<Fr>,
+    /// None in three-vector buffers (c then comes from pinned memory).
+    pub c: Option<&'a mut DeviceBuffer<Fr>>,
+}
+
+/// How many device vectors of n elements an H step's buffers hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HVectors {
+    /// a, b, c and a scratch vector: every H step.
+    Four,
+    /// a, b and a scratch vector, for a card that cannot hold four: c comes from pinned
+    /// memory into b's vector once b is read ([`CudaNtt::h_step_three_in`]).
+    Three,
 }
 
 impl CudaNtt {
     /// Allocates the buffers of H steps of `n` elements (a power of two).
-    pub fn h_step_buffers(&self, n: usize) -> Result<HStepBuffers, NttError> {
+    pub fn h_step_buffers(&self, n: usize, vectors: HVectors) -> Result<HStepBuffers, NttError> {
         Domain::for_len(n)?;
         let alloc = || DeviceBuffer::<Fr>::alloc(&self.ctx, n);
         Ok(HStepBuffers {
             a: alloc()?,
             b: alloc()?,
-            c: Some(alloc()?),
+            c: match vectors {
+                HVectors::Four => Some(alloc()?),
+                HVectors::Three => None,
+            },
             scratch: alloc()?,
         })
-    }
-
-    /// Allocates the buffers of three-vector H steps of `n` elements: a, b and the scratch
-    /// vector ([`CudaNtt::h_step_three_in`]).
-    pub fn h_step_buffers_three(&self, n: usize) -> Result<HStepBuffers, NttError> {
-        Domain::for_len(n)?;
-        let alloc = || DeviceBuffer::<Fr>::alloc(&self.ctx, n);
-        Ok(HStepBuffers {
-            a: alloc()?,
-            b: alloc()?,
-            c: None,
-            scratch: alloc()?,
-        })
-    }
-
-    /// The H step on device-resident a, b, c (length n = 2^k): returns the buffer holding
-    /// h's coefficients (as [`HStepBuffers::h`]), computed. b, c and the scratch buffer are
-    /// freed before it returns.
-    pub fn h_step_device(
-        &self,
-        a: DeviceBuffer<Fr>,
-        b: DeviceBuffer<Fr>,
-        c: DeviceBuffer<Fr>,
-    ) -> Result<DeviceBuffer<Fr>, NttError> {
-        crate::check_batch([a.len(), b.len(), c.len()].into_iter())?;
-        Domain::for_len(a.len())?;
-        let scratch = DeviceBuffer::<Fr>::alloc(&self.ctx, a.len())?;
-        let mut bufs = HStepBuffers {
-            a,
-            b,
-            c: Some(c),
-            scratch,
-        };
-        self.h_step_in(&mut bufs)?;
-        Ok(bufs.into_h())
     }
 
     /// The H step on a, b, c already in `bufs` (four-vector buffers kept by the caller): when
@@ -136,38 +121,16 @@ impl CudaNtt {
         let waited = self.stream.synchronize();
         ran?;
         waited?;
-        log_phases(&clock, "ntt.h_step_device")?;
+        log_phases(&clock, "ntt.h_step_in")?;
         Ok(())
     }
 
-    /// The H step in three device vectors instead of four, for a card that cannot hold four:
-    /// a and b (device-resident, length n = 2^k) go to the coset; a·b is interpolated into a's
-    /// buffer (b is read by the first pass only); then c is copied from pinned memory into
-    /// b's buffer, interpolated over Z, and subtracted. Returns the buffer holding h's
-    /// coefficients; b and the scratch buffer are freed before it returns. The result equals
-    /// [`CudaNtt::h_step_device`]'s.
-    pub fn h_step_three(
-        &self,
-        a: DeviceBuffer<Fr>,
-        b: DeviceBuffer<Fr>,
-        c: Pinned<'_, Fr>,
-    ) -> Result<DeviceBuffer<Fr>, NttError> {
-        crate::check_batch([a.len(), b.len(), c.len()].into_iter())?;
-        Domain::for_len(a.len())?;
-        let scratch = DeviceBuffer::<Fr>::alloc(&self.ctx, a.len())?;
-        let mut bufs = HStepBuffers {
-            a,
-            b,
-            c: None,
-            scratch,
-        };
-        self.h_step_three_in(&mut bufs, c)?;
-        Ok(bufs.into_h())
-    }
-
-    /// The three-vector H step on a and b already in `bufs` (kept by the caller; a c vector
-    /// it may hold is not used), c copied in from pinned memory: when it returns,
-    /// [`HStepBuffers::h`] holds h's coefficients, computed.
+    /// The H step in three device vectors instead of four, for a card that cannot hold four,
+    /// on a and b already in `bufs` (a c vector they may hold is not used): a and b go to the
+    /// coset; a·b is interpolated into a's buffer (b is read by the first pass only); then c
+    /// is copied from pinned memory into b's buffer, interpolated over Z, and subtracted.
+    /// When it returns, [`HStepBuffers::h`] holds h's coefficients, computed, equal to
+    /// [`CudaNtt::h_step_in`]'s.
     pub fn h_step_three_in(
         &self,
         bufs: &mut HStepBuffers,
@@ -204,20 +167,6 @@ impl CudaNtt {
         ran??;
         waited?;
         Ok(())
-    }
-
-    /// The H step from pinned host memory, in buffers allocated for the call: see
-    /// [`CudaNtt::h_step_pinned_into`]. Returns h on the device and the host buffers.
-    pub fn h_step_pinned<H: PinnedMemory<Fr>>(
-        &self,
-        a: H,
-        b: H,
-        c: H,
-    ) -> Result<(DeviceBuffer<Fr>, [H; 3]), NttError> {
-        let n = crate::check_batch([a.len(), b.len(), c.len()].into_iter())?;
-        let mut bufs = self.h_step_buffers(n)?;
-        let hosts = self.h_step_pinned_into(&mut bufs, a, b, c)?;
-        Ok((bufs.into_h(), hosts))
     }
 
     /// The H step from pinned host memory into `bufs` (of the inputs' length): the uploads of
@@ -274,9 +223,12 @@ impl CudaNtt {
         let [ua, ub, uc] = ups;
         let hosts = [ua.wait()?, ub.wait()?, uc.wait()?];
         if clock.is_on() {
-            tracing::debug!(blocks, "ntt.h_step_pinned: a uploaded in column blocks");
+            tracing::debug!(
+                blocks,
+                "ntt.h_step_pinned_into: a uploaded in column blocks"
+            );
         }
-        log_phases(&clock, "ntt.h_step_pinned")?;
+        log_phases(&clock, "ntt.h_step_pinned_into")?;
         Ok(hosts)
     }
 

@@ -17,9 +17,11 @@
 //! # Ok::<(), zkpipe_ntt::NttError>(())
 //! ```
 //!
-//! The H step on the GPU from pinned host memory, the uploads overlapped with the transforms,
-//! into device buffers kept from one step to the next (nothing allocated or freed per step;
-//! [`CudaNtt::h_step_pinned`] allocates per call instead):
+//! The H step on the GPU runs in device buffers kept from one step to the next (nothing
+//! allocated or freed per step), from where its inputs are: a, b and c already on the device
+//! ([`CudaNtt::h_step_in`]), c in pinned memory for three-vector buffers
+//! ([`CudaNtt::h_step_three_in`]), or all three in pinned memory, the uploads overlapped with
+//! the transforms ([`CudaNtt::h_step_pinned_into`]):
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -28,7 +30,7 @@
 //! # let pin = || zkpipe_pinned::PinnedBuffer::<zkpipe_field::Fr>::new(&ctx, n);
 //! # let (mut a, mut b, mut c) = (pin()?, pin()?, pin()?);
 //! let ntt = zkpipe_ntt::CudaNtt::new(&ctx)?;
-//! let mut bufs = ntt.h_step_buffers(n)?; // four vectors of n on the device
+//! let mut bufs = ntt.h_step_buffers(n, zkpipe_ntt::HVectors::Four)?; // four vectors of n
 //! for _proof in 0..3 {
 //!     // ... a, b, c: this proof's evaluations on the domain, in pinned memory
 //!     [a, b, c] = ntt.h_step_pinned_into(&mut bufs, a, b, c)?;
@@ -53,7 +55,7 @@ use blstrs::Scalar;
 
 pub use cpu::CpuNtt;
 pub use cuda::{CudaNtt, H_COLUMNS};
-pub use cuda_h::HStepBuffers;
+pub use cuda_h::{HStepBuffers, HStepInputs, HVectors};
 pub use domain::{coset_generator, vanishing_inverse_on_coset, Domain, MAX_LOG_N};
 pub use h::h_polynomial_cpu;
 

@@ -13,7 +13,7 @@ use zkpipe_cuda::testing::gpu_context;
 use zkpipe_cuda::{Context, DeviceBuffer};
 use zkpipe_field::{cast, Fr};
 use zkpipe_ntt::kernels::{Fused, NttKernels, PassShape, PowerTables, ScaleAt};
-use zkpipe_ntt::{Coset, CpuNtt, CudaNtt, Direction, Ntt, NttConfig, NttError, Ordering};
+use zkpipe_ntt::{Coset, CpuNtt, CudaNtt, Direction, HVectors, Ntt, NttConfig, NttError, Ordering};
 use zkpipe_pinned::PinnedBuffer;
 use zkpipe_stream::Pinned;
 
@@ -183,9 +183,13 @@ fn gpu_h_step_matches_cpu() {
         let got = gpu.h_polynomial(a.clone(), b.clone(), c.clone()).unwrap();
         assert_eq!(got, want, "h, 2^{log_n}");
 
-        // From pinned host memory, with the uploads overlapped.
+        // From pinned host memory, with the uploads overlapped, in fresh buffers.
         let pin = |v: &[Scalar]| PinnedBuffer::from_slice(&ctx, cast::scalars_as_fr(v)).unwrap();
-        let (h, [pa, _, _]) = gpu.h_step_pinned(pin(&a), pin(&b), pin(&c)).unwrap();
+        let mut fresh = gpu.h_step_buffers(n, HVectors::Four).unwrap();
+        let [pa, _, _] = gpu
+            .h_step_pinned_into(&mut fresh, pin(&a), pin(&b), pin(&c))
+            .unwrap();
+        let h = fresh.into_h();
         gpu.synchronize().unwrap();
         let h: Vec<Scalar> = h.to_vec().unwrap().into_iter().map(Into::into).collect();
         assert_eq!(&h[..n - 1], &want[..], "pinned h, 2^{log_n}");
@@ -208,7 +212,7 @@ fn gpu_h_step_matches_cpu() {
         assert_eq!(got, want2, "h of a random c, 2^{log_n}");
 
         // Two steps in one set of buffers, kept by the caller.
-        let mut bufs = gpu.h_step_buffers(n).unwrap();
+        let mut bufs = gpu.h_step_buffers(n, HVectors::Four).unwrap();
         for (c, want, what) in [(&c2, &want2, "random c"), (&c, &want, "c = a·b")] {
             let hosts = gpu
                 .h_step_pinned_into(&mut bufs, pin(&a), pin(&b), pin(c))
@@ -223,36 +227,27 @@ fn gpu_h_step_matches_cpu() {
                 .collect();
             assert_eq!(&h[..n - 1], &want[..], "reused buffers, {what}, 2^{log_n}");
         }
-        // In three device vectors, c uploaded from pinned memory inside the step.
-        for (c, want, what) in [(&c2, &want2, "random c"), (&c, &want, "c = a·b")] {
-            let up = |v: &[Scalar]| DeviceBuffer::from_host(&ctx, cast::scalars_as_fr(v)).unwrap();
-            let (da, db) = (up(&a), up(&b));
-            ctx.synchronize().unwrap();
-            let host_c = pin(c);
-            let h = gpu.h_step_three(da, db, Pinned::new(&host_c)).unwrap();
-            assert_eq!(&host_c[..], cast::scalars_as_fr(c), "c is left as it was");
-            let h: Vec<Scalar> = h.to_vec().unwrap().into_iter().map(Into::into).collect();
-            assert_eq!(&h[..n - 1], &want[..], "three vectors, {what}, 2^{log_n}");
-        }
         // Kept buffers, inputs copied in by the caller: four vectors, then three (c from
         // pinned memory), each used for two steps.
-        let mut four = gpu.h_step_buffers(n).unwrap();
-        let mut three = gpu.h_step_buffers_three(n).unwrap();
+        let mut four = gpu.h_step_buffers(n, HVectors::Four).unwrap();
+        let mut three = gpu.h_step_buffers(n, HVectors::Three).unwrap();
         for (c, want, what) in [(&c2, &want2, "random c"), (&c, &want, "c = a·b")] {
-            let (da, db, dc) = four.inputs_mut();
-            da.copy_from_host(cast::scalars_as_fr(&a)).unwrap();
-            db.copy_from_host(cast::scalars_as_fr(&b)).unwrap();
-            dc.unwrap().copy_from_host(cast::scalars_as_fr(c)).unwrap();
+            let inputs = four.inputs_mut();
+            inputs.a.copy_from_host(cast::scalars_as_fr(&a)).unwrap();
+            inputs.b.copy_from_host(cast::scalars_as_fr(&b)).unwrap();
+            let dc = inputs.c.unwrap();
+            dc.copy_from_host(cast::scalars_as_fr(c)).unwrap();
             ctx.synchronize().unwrap();
             gpu.h_step_in(&mut four).unwrap();
-            let (ta, tb, tc) = three.inputs_mut();
-            assert!(tc.is_none());
-            ta.copy_from_host(cast::scalars_as_fr(&a)).unwrap();
-            tb.copy_from_host(cast::scalars_as_fr(&b)).unwrap();
+            let inputs = three.inputs_mut();
+            assert!(inputs.c.is_none());
+            inputs.a.copy_from_host(cast::scalars_as_fr(&a)).unwrap();
+            inputs.b.copy_from_host(cast::scalars_as_fr(&b)).unwrap();
             ctx.synchronize().unwrap();
             let host_c = pin(c);
             gpu.h_step_three_in(&mut three, Pinned::new(&host_c))
                 .unwrap();
+            assert_eq!(&host_c[..], cast::scalars_as_fr(c), "c is left as it was");
             for (bufs, kind) in [(&four, "four"), (&three, "three")] {
                 let h: Vec<Scalar> = bufs
                     .h()
@@ -312,10 +307,18 @@ fn gpu_bad_input_is_an_error() {
         ),
         "{err}"
     );
-    let a = DeviceBuffer::<Fr>::alloc(&ctx, 1024).unwrap();
-    let b = DeviceBuffer::<Fr>::alloc(&ctx, 1024).unwrap();
-    let c = DeviceBuffer::<Fr>::alloc(&ctx, 2048).unwrap();
-    let err = gpu.h_step_device(a, b, c).unwrap_err();
+    // H step buffers of a length that is no domain's, and a three-vector step with a c of
+    // another length: errors naming the lengths.
+    let err = gpu.h_step_buffers(1000, HVectors::Four).unwrap_err();
+    assert!(
+        matches!(err, NttError::NotPowerOfTwo { len: 1000 }),
+        "{err}"
+    );
+    let mut three = gpu.h_step_buffers(1024, HVectors::Three).unwrap();
+    let c = PinnedBuffer::<Fr>::new(&ctx, 2048).unwrap();
+    let err = gpu
+        .h_step_three_in(&mut three, Pinned::new(&c))
+        .unwrap_err();
     assert!(
         matches!(
             err,

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use blstrs::G1Affine;
 use zkpipe_msm::{Bases, BasesAt, Multiples, G1, G2};
-use zkpipe_ntt::HStepBuffers;
+use zkpipe_ntt::{HStepBuffers, HVectors};
 use zkpipe_stream::VramGrant;
 
 use super::stage::SplitWitness;
@@ -333,8 +333,8 @@ impl GpuWorker {
         let n = shape.n;
         Ok(match (n, shape.h_step) {
             (0 | 1, _) => None,
-            (_, HStep::Four) => Some(self.ntt.h_step_buffers(n)?),
-            (_, HStep::Three) => Some(self.ntt.h_step_buffers_three(n)?),
+            (_, HStep::Four) => Some(self.ntt.h_step_buffers(n, HVectors::Four)?),
+            (_, HStep::Three) => Some(self.ntt.h_step_buffers(n, HVectors::Three)?),
         })
     }
 

@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use zkpipe_cuda::DeviceBuffer;
 use zkpipe_field::{cast, Fr};
 use zkpipe_msm::{DeviceQuery, DeviceSplit, SplitQuery, SplitScalars};
-use zkpipe_ntt::HStepBuffers;
+use zkpipe_ntt::{HStepBuffers, HStepInputs};
 use zkpipe_pinned::{PinnableVec, PooledBuffer};
 use zkpipe_stream::{copy_scope, upload, Pinned};
 
@@ -100,7 +100,11 @@ impl GpuWorker {
         let mut host_c = None;
         if let Some(bufs) = mem.h_step.as_mut() {
             bytes += 3 * (n * FR) as u64;
-            let (da, db, dc) = bufs.inputs_mut();
+            let HStepInputs {
+                a: da,
+                b: db,
+                c: dc,
+            } = bufs.inputs_mut();
             let four = match (plan.h_step, dc) {
                 (HStep::Four, Some(dc)) => Some(dc),
                 _ => None,
