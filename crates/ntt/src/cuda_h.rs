@@ -18,7 +18,7 @@ use zkpipe_stream::{copy_scope, upload, upload_columns, InFlight, Pinned};
 use crate::cuda::{pass_degrees, FirstPass};
 use crate::domain::{coset_generator, vanishing_inverse_on_coset, Domain};
 use crate::kernels::{Fused, PassShape, ScaleAt};
-use crate::marks::{log_phases, phase_clock, PhaseClock};
+use crate::phases::{log_phases, phase_clock, PhaseClock};
 use crate::{CudaNtt, Direction, NttError};
 
 /// The device memory of one H step: a, b, c and a scratch vector, 2^k elements each (16 GiB

@@ -49,7 +49,7 @@ mod cuda_h;
 mod domain;
 mod h;
 pub mod kernels;
-mod marks;
+mod phases;
 
 use blstrs::Scalar;
 
