@@ -3,6 +3,9 @@
 //! - [`synthesize`]: any `bellperson::Circuit<Scalar>` into a [`Witness`], through
 //!   bellperson's public `ConstraintSystem` trait, as bellperson's own prover does it (the
 //!   constant-one input first, then the circuit, then one `input * 1 = 0` constraint per input).
+//! - [`record`] and [`synthesize_recorded`]: the recorded path: the constraints recorded
+//!   once per circuit shape (zkpipe-r1cs), then per proof the witness alone, a, b and c
+//!   evaluated from the recording; the same witness as [`synthesize`]'s.
 //! - [`proving_key`]: `bellperson::groth16::Parameters` into a [`ProvingKey`] (checked, or
 //!   unchecked for trusted parameters).
 //! - [`to_bellperson`] / [`verifying_key`]: our proofs and keys in bellperson's types, so that
@@ -12,6 +15,10 @@
 //! byte (tests/interop.rs).
 
 pub mod circuits;
+mod recorded;
+
+pub use recorded::{record, synthesize_recorded, RecordedError};
+pub use zkpipe_r1cs::{CircuitId, Recording};
 
 use std::sync::Arc;
 

@@ -43,3 +43,12 @@ views! {
     blstrs::G1Projective => G1Projective, g1_projective_as_gpu, gpu_as_g1_projective;
     blstrs::G2Projective => G2Projective, g2_projective_as_gpu, gpu_as_g2_projective;
 }
+
+/// Views scalars in the GPU layout for writing (no copy): what is written through the view
+/// is the scalars' own bytes. Values written should be canonical (`Fr::from(Scalar)` gives
+/// them); others are taken as they are, as with [`fr_as_scalars`].
+pub fn scalars_as_fr_mut(s: &mut [blstrs::Scalar]) -> &mut [Fr] {
+    // SAFETY: as for `scalars_as_fr` (same size, alignment at least the target's, every bit
+    // pattern a valid value of both types); the view borrows `s` mutably for its lifetime.
+    unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast::<Fr>(), s.len()) }
+}

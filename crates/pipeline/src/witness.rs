@@ -88,6 +88,20 @@ impl Scalars {
         }
     }
 
+    /// Room for `n` more values, for the caller to write in place (into lent memory with no
+    /// copy): what they hold until written is unspecified. An error when lent memory cannot
+    /// hold them.
+    pub fn append_slots(&mut self, n: usize) -> Result<&mut [Fr], ProveError> {
+        match self {
+            Scalars::Pageable(v) => {
+                let start = v.len();
+                v.resize(start + n, Scalar::from(0u64));
+                Ok(&mut cast::scalars_as_fr_mut(v)[start..])
+            }
+            Scalars::Pinned(p) => p.append_slots(n),
+        }
+    }
+
     /// The values in blstrs form (a copy).
     pub fn to_vec(&self) -> Vec<Scalar> {
         match self {
@@ -141,6 +155,24 @@ impl PinnedScalars {
         self.capacity
     }
 
+    /// An error naming the room when `end` values do not fit.
+    fn check_room(&self, end: usize) -> Result<(), ProveError> {
+        if end <= self.capacity() {
+            return Ok(());
+        }
+        Err(match self.room {
+            Room::Evaluations => ProveError::Constraints {
+                constraints: end,
+                domain: self.capacity(),
+            },
+            Room::Aux => ProveError::Shape {
+                what: "aux values written into lent memory (the key's aux variables)",
+                expected: self.capacity(),
+                got: end,
+            },
+        })
+    }
+
     /// The values written so far.
     pub fn as_fr(&self) -> &[Fr] {
         &self.buf[..self.len]
@@ -155,25 +187,21 @@ impl PinnedScalars {
     /// Appends values (copied by many threads when there are many).
     pub fn extend_from_slice(&mut self, s: &[Scalar]) -> Result<(), ProveError> {
         let end = self.len + s.len();
-        if end > self.capacity() {
-            return Err(match self.room {
-                Room::Evaluations => ProveError::Constraints {
-                    constraints: end,
-                    domain: self.capacity(),
-                },
-                Room::Aux => ProveError::Shape {
-                    what: "aux values written into lent memory (the key's aux variables)",
-                    expected: self.capacity(),
-                    got: end,
-                },
-            });
-        }
+        self.check_room(end)?;
         self.buf[self.len..end]
             .par_chunks_mut(1 << 16)
             .zip(cast::scalars_as_fr(s).par_chunks(1 << 16))
             .for_each(|(d, s)| d.copy_from_slice(s));
         self.len = end;
         Ok(())
+    }
+
+    /// Room for `n` more values, written by the caller (see [`Scalars::append_slots`]).
+    pub fn append_slots(&mut self, n: usize) -> Result<&mut [Fr], ProveError> {
+        let start = self.len;
+        self.check_room(start + n)?;
+        self.len = start + n;
+        Ok(&mut self.buf[start..start + n])
     }
 
     /// Removes the last value.
@@ -202,7 +230,8 @@ impl PinnedScalars {
 
 /// Page-locked room for one witness, lent by the engine ([`crate::Engine::lend_witness`]):
 /// synthesis writes a, b, c and the aux values into it and moves them into a [`Witness`].
-#[derive(Debug)]
+/// The default is no lent memory: vectors in the caller's memory.
+#[derive(Debug, Default)]
 pub struct LentWitness {
     /// Room for A's evaluations (the key's domain size).
     pub a: Scalars,

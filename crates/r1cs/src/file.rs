@@ -1,0 +1,287 @@
+//! A recording on disk, beside the parameters it belongs to:
+//!
+//! | bytes | what |
+//! | --- | --- |
+//! | 8 | magic `ZKR1CS\0\0` |
+//! | 4, 4 | format version, length of the circuit id |
+//! | 7 × 8 | inputs, aux, constraints, table length, nonzeros of A, B, C |
+//! | id, padded to 8 | the circuit id (UTF-8) |
+//! | 32 × table | the coefficients, canonical little-endian |
+//! | per matrix | row starts (u32 × (constraints + 1)), columns (u32 × nonzeros), coefficient indices (u32 × nonzeros) |
+//! | 32 | BLAKE3 of everything before |
+//!
+//! Numbers are little-endian. A file is written to a temporary name and renamed, so a path
+//! never holds half a recording. Reading checks, in order: the magic, the version, the
+//! length the header implies, the checksum, then every value (canonical coefficients, rows
+//! in order, columns and coefficient indices in range), so that a recording read is one
+//! that evaluates without a bound error; then the circuit id the caller expects.
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use blstrs::Scalar;
+use ff::PrimeField;
+use rayon::prelude::*;
+
+use crate::{CircuitId, Matrix, Recording, RecordingError, Shape};
+
+#[cfg(target_endian = "big")]
+compile_error!("recordings are read and written as little-endian memory");
+
+/// The first bytes of every recording.
+pub const MAGIC: [u8; 8] = *b"ZKR1CS\0\0";
+/// The format version this build writes and reads.
+pub const VERSION: u32 = 1;
+
+/// Header fields after the magic, the version and the id length.
+const COUNTS: usize = 7;
+const HEADER: usize = 8 + 4 + 4 + 8 * COUNTS;
+/// The longest circuit id a file may carry.
+const MAX_ID: usize = 4096;
+
+/// Writes `rec` to `path` (through a temporary file beside it, renamed when complete).
+pub fn save(rec: &Recording, path: &Path) -> Result<(), RecordingError> {
+    let io = |source| RecordingError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let tmp = temporary(path);
+    let file = File::create(&tmp).map_err(io)?;
+    let mut w = Hashed::new(BufWriter::with_capacity(1 << 22, file));
+    let write = (|| -> std::io::Result<()> {
+        let id = rec.id.0.as_bytes();
+        w.put(&MAGIC)?;
+        w.put(&VERSION.to_le_bytes())?;
+        w.put(&(id.len() as u32).to_le_bytes())?;
+        let shape = rec.shape;
+        let counts = [
+            shape.inputs,
+            shape.aux,
+            shape.constraints,
+            rec.table.len(),
+            rec.a.nonzeros(),
+            rec.b.nonzeros(),
+            rec.c.nonzeros(),
+        ];
+        for c in counts {
+            w.put(&(c as u64).to_le_bytes())?;
+        }
+        w.put(id)?;
+        w.put(&vec![0u8; padding(id.len())])?;
+        for c in &rec.table {
+            w.put(&c.to_repr())?;
+        }
+        for m in [&rec.a, &rec.b, &rec.c] {
+            for part in [&m.starts, &m.columns, &m.coefficients] {
+                w.put(bytemuck::cast_slice(part))?;
+            }
+        }
+        let (mut inner, digest) = w.finish();
+        inner.write_all(digest.as_bytes())?;
+        inner.into_inner().map_err(|e| e.into_error())?.sync_all()
+    })();
+    if let Err(e) = write {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io(e));
+    }
+    std::fs::rename(&tmp, path).map_err(io)
+}
+
+/// Reads the recording at `path`, every part checked, and refuses it unless it was made
+/// from the circuit `expected`.
+pub fn load(path: &Path, expected: &CircuitId) -> Result<Recording, RecordingError> {
+    let rec = read(path)?;
+    rec.check_id(expected)?;
+    Ok(rec)
+}
+
+/// Reads the recording at `path`, every part checked, whatever circuit it is of.
+pub fn read(path: &Path) -> Result<Recording, RecordingError> {
+    let p = || path.to_path_buf();
+    let io = |source| RecordingError::Io { path: p(), source };
+    let file = File::open(path).map_err(io)?;
+    let len = file.metadata().map_err(io)?.len();
+    let mut r = Hashed::new(BufReader::with_capacity(1 << 22, file));
+    let truncated = |needed: u64| RecordingError::Truncated {
+        path: p(),
+        needed,
+        got: len,
+    };
+    let mut head = [0u8; HEADER];
+    if len < HEADER as u64 {
+        return Err(match len >= 8 && !starts_with_magic(path) {
+            true => RecordingError::NotARecording { path: p() },
+            false => truncated(HEADER as u64),
+        });
+    }
+    r.take(&mut head).map_err(io)?;
+    if head[..8] != MAGIC {
+        return Err(RecordingError::NotARecording { path: p() });
+    }
+    let word = |at: usize| u32::from_le_bytes([head[at], head[at + 1], head[at + 2], head[at + 3]]);
+    let version = word(8);
+    if version != VERSION {
+        return Err(RecordingError::Version {
+            path: p(),
+            found: version,
+            supported: VERSION,
+        });
+    }
+    let id_len = word(12) as usize;
+    let mut counts = [0u64; COUNTS];
+    for (i, c) in counts.iter_mut().enumerate() {
+        let at = 16 + 8 * i;
+        *c = u64::from_le_bytes(head[at..at + 8].try_into().unwrap_or_default());
+    }
+    let [inputs, aux, constraints, table_len, nnz_a, nnz_b, nnz_c] = counts;
+    let corrupt = |what: String| RecordingError::Corrupt { path: p(), what };
+    if id_len > MAX_ID {
+        return Err(corrupt(format!("a circuit id of {id_len} bytes")));
+    }
+    let needed = expected_len(id_len, counts)
+        .ok_or_else(|| corrupt(format!("the header's counts overflow: {counts:?}")))?;
+    if len != needed {
+        return Err(match len < needed {
+            true => truncated(needed),
+            false => corrupt(format!("{len} bytes where the header implies {needed}")),
+        });
+    }
+    let mut id = vec![0u8; id_len + padding(id_len)];
+    r.take(&mut id).map_err(io)?;
+    id.truncate(id_len);
+    let id = String::from_utf8(id).map_err(|_| corrupt("a circuit id that is not UTF-8".into()))?;
+    let mut reprs = vec![[0u8; 32]; table_len as usize];
+    r.take(bytemuck::cast_slice_mut(&mut reprs)).map_err(io)?;
+    let mut matrices = Vec::with_capacity(3);
+    for nnz in [nnz_a, nnz_b, nnz_c] {
+        let mut part = |n: u64| -> Result<Vec<u32>, RecordingError> {
+            let mut v = vec![0u32; n as usize];
+            r.take(bytemuck::cast_slice_mut(&mut v)).map_err(io)?;
+            Ok(v)
+        };
+        matrices.push(Matrix {
+            starts: part(constraints + 1)?,
+            columns: part(nnz)?,
+            coefficients: part(nnz)?,
+        });
+    }
+    let (mut inner, digest) = r.finish();
+    let mut stored = [0u8; 32];
+    inner.read_exact(&mut stored).map_err(io)?;
+    if digest.as_bytes() != &stored {
+        return Err(RecordingError::Checksum { path: p() });
+    }
+    let table = reprs
+        .par_iter()
+        .map(|r| Option::<Scalar>::from(Scalar::from_repr(*r)))
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| corrupt("a coefficient that is not a canonical scalar".into()))?;
+    let shape = Shape {
+        inputs: inputs as usize,
+        aux: aux as usize,
+        constraints: constraints as usize,
+    };
+    let [a, b, c]: [Matrix; 3] = matrices
+        .try_into()
+        .map_err(|_| corrupt("not three matrices".into()))?;
+    for (m, name) in [(&a, "A"), (&b, "B"), (&c, "C")] {
+        check_matrix(m, shape, table.len()).map_err(|what| corrupt(format!("{name}: {what}")))?;
+    }
+    Ok(Recording::from_checked(
+        CircuitId(id),
+        shape,
+        table,
+        [a, b, c],
+    ))
+}
+
+/// Every index of `m` in range, its rows in order.
+fn check_matrix(m: &Matrix, shape: Shape, table: usize) -> Result<(), String> {
+    let nnz = m.columns.len();
+    if m.starts.first() != Some(&0) || m.starts.last().map(|&s| s as usize) != Some(nnz) {
+        return Err(format!("row starts do not run from 0 to its {nnz} entries"));
+    }
+    if m.starts.par_windows(2).any(|w| w[0] > w[1]) {
+        return Err("row starts out of order".into());
+    }
+    let vars = shape.variables();
+    if let Some(c) = m.columns.par_iter().find_any(|&&c| c as usize >= vars) {
+        return Err(format!("column {c} of {vars} variables"));
+    }
+    if let Some(k) = m
+        .coefficients
+        .par_iter()
+        .find_any(|&&k| k as usize >= table)
+    {
+        return Err(format!("coefficient index {k} of a table of {table}"));
+    }
+    Ok(())
+}
+
+/// The file length a header implies, or `None` when it overflows.
+fn expected_len(id_len: usize, counts: [u64; COUNTS]) -> Option<u64> {
+    let [_, _, constraints, table, a, b, c] = counts;
+    let mut n = (HEADER + id_len + padding(id_len)) as u64;
+    n = n.checked_add(table.checked_mul(32)?)?;
+    for nnz in [a, b, c] {
+        let words = constraints
+            .checked_add(1)?
+            .checked_add(nnz.checked_mul(2)?)?;
+        n = n.checked_add(words.checked_mul(4)?)?;
+    }
+    n.checked_add(32)
+}
+
+/// Zero bytes after an id of `len` bytes, so that what follows starts 8-aligned.
+fn padding(len: usize) -> usize {
+    (8 - len % 8) % 8
+}
+
+fn starts_with_magic(path: &Path) -> bool {
+    let mut m = [0u8; 8];
+    File::open(path)
+        .and_then(|mut f| f.read_exact(&mut m))
+        .is_ok_and(|()| m == MAGIC)
+}
+
+/// `path` with `.tmp` added.
+fn temporary(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".tmp");
+    PathBuf::from(name)
+}
+
+/// A reader or writer that hashes what passes through it.
+struct Hashed<T> {
+    inner: T,
+    hasher: blake3::Hasher,
+}
+
+impl<T> Hashed<T> {
+    fn new(inner: T) -> Self {
+        Self {
+            inner,
+            hasher: blake3::Hasher::new(),
+        }
+    }
+
+    fn finish(self) -> (T, blake3::Hash) {
+        (self.inner, self.hasher.finalize())
+    }
+}
+
+impl<W: Write> Hashed<W> {
+    fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.hasher.update(bytes);
+        self.inner.write_all(bytes)
+    }
+}
+
+impl<R: Read> Hashed<R> {
+    fn take(&mut self, buf: &mut [u8]) -> std::io::Result<()> {
+        self.inner.read_exact(buf)?;
+        self.hasher.update(buf);
+        Ok(())
+    }
+}

@@ -1,0 +1,226 @@
+//! zkpipe-r1cs: a circuit's constraints recorded once, and each proof's A, B and C evaluations
+//! computed from its witness alone.
+//!
+//! A Groth16 prover needs, at every constraint i, a_i = ⟨A_i, z⟩, b_i = ⟨B_i, z⟩ and
+//! c_i = ⟨C_i, z⟩, where z = (inputs, aux) is the witness. Synthesis in bellperson's manner
+//! builds every linear combination of every constraint again for each proof. A [`Recording`]
+//! holds A, B and C once, as sparse rows over z whose coefficients are kept once in a small
+//! table and referenced by index (almost every coefficient of a real circuit is ±1 or small),
+//! so that a proof needs only its witness.
+//!
+//! - [`RecordingBuilder`]: the constraints in, as a constraint system produces them.
+//! - [`Recording::evaluate`]: a, b and c from a witness, on every core.
+//! - [`Recording::densities`]: the variables that the MSMs' queries take.
+//! - [`file`]: a recording saved next to the parameters, with a versioned header and a
+//!   checksum, and read back checked (a damaged or foreign file is an error, never a wrong a,
+//!   b or c).
+
+mod build;
+mod error;
+mod eval;
+pub mod file;
+
+use blstrs::Scalar;
+use zkpipe_msm::Density;
+
+pub use build::{RecordingBuilder, Variable};
+pub use error::RecordingError;
+pub use eval::{Assignment, Evaluations, Part};
+
+/// Names a circuit shape and its version: a recording is used only for the circuit it was
+/// made from (for example `filecoin-porep-32GiB@<parameter file digest>`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CircuitId(pub String);
+
+impl std::fmt::Display for CircuitId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// How many variables and constraints a circuit has. Inputs count the constant one (input
+/// 0), and constraints count the `input · 1 = 0` constraint each input gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Shape {
+    pub inputs: usize,
+    pub aux: usize,
+    pub constraints: usize,
+}
+
+impl Shape {
+    /// The length of z = (inputs, aux).
+    pub fn variables(&self) -> usize {
+        self.inputs + self.aux
+    }
+}
+
+/// One of the three matrices, row by row: row i's entries are `starts[i]..starts[i + 1]`,
+/// each a column of z (inputs first, then aux) and an index into the coefficient table.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Matrix {
+    starts: Vec<u32>,
+    columns: Vec<u32>,
+    coefficients: Vec<u32>,
+}
+
+/// One row of a matrix: parallel slices of columns and coefficient indices.
+#[derive(Debug, Clone, Copy)]
+pub struct Row<'m> {
+    pub columns: &'m [u32],
+    pub coefficients: &'m [u32],
+}
+
+impl Matrix {
+    /// The number of rows (constraints).
+    pub fn rows(&self) -> usize {
+        self.starts.len().saturating_sub(1)
+    }
+
+    /// The number of stored entries (no entry has a zero coefficient).
+    pub fn nonzeros(&self) -> usize {
+        self.columns.len()
+    }
+
+    /// Row `i` (which must be below [`Matrix::rows`]).
+    pub fn row(&self, i: usize) -> Row<'_> {
+        let (lo, hi) = (self.starts[i] as usize, self.starts[i + 1] as usize);
+        Row {
+            columns: &self.columns[lo..hi],
+            coefficients: &self.coefficients[lo..hi],
+        }
+    }
+
+    /// The row offsets, the columns and the coefficient indices, for a device upload.
+    pub fn parts(&self) -> MatrixParts<'_> {
+        MatrixParts {
+            starts: &self.starts,
+            columns: &self.columns,
+            coefficients: &self.coefficients,
+        }
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        4 * (self.starts.len() + self.columns.len() + self.coefficients.len())
+    }
+}
+
+/// A matrix's arrays as they are stored.
+#[derive(Debug, Clone, Copy)]
+pub struct MatrixParts<'m> {
+    pub starts: &'m [u32],
+    pub columns: &'m [u32],
+    pub coefficients: &'m [u32],
+}
+
+/// Which variables the MSM queries take: those that occur in some A (aux) or B (inputs and
+/// aux) combination with a non-zero coefficient, as a prover in bellperson's manner finds them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Densities {
+    pub a_aux: Density,
+    pub b_input: Density,
+    pub b_aux: Density,
+}
+
+/// A circuit's A, B and C recorded once.
+#[derive(Debug, Clone)]
+pub struct Recording {
+    id: CircuitId,
+    shape: Shape,
+    table: Vec<Scalar>,
+    a: Matrix,
+    b: Matrix,
+    c: Matrix,
+    densities: Densities,
+}
+
+/// Indices of the coefficients every table starts with: evaluation adds or subtracts where
+/// it finds them instead of multiplying.
+pub const ONE: u32 = 0;
+pub const MINUS_ONE: u32 = 1;
+
+impl Recording {
+    /// The circuit it was made from.
+    pub fn id(&self) -> &CircuitId {
+        &self.id
+    }
+
+    /// Its variables and constraints.
+    pub fn shape(&self) -> Shape {
+        self.shape
+    }
+
+    /// The distinct coefficients, [`ONE`] and [`MINUS_ONE`] first.
+    pub fn table(&self) -> &[Scalar] {
+        &self.table
+    }
+
+    /// A, B and C.
+    pub fn matrices(&self) -> [&Matrix; 3] {
+        [&self.a, &self.b, &self.c]
+    }
+
+    /// The variables the MSMs take.
+    pub fn densities(&self) -> &Densities {
+        &self.densities
+    }
+
+    /// Bytes held by the matrices and the table (the densities aside).
+    pub fn bytes(&self) -> usize {
+        self.a.bytes() + self.b.bytes() + self.c.bytes() + 32 * self.table.len()
+    }
+
+    /// Refuses a recording of another circuit, naming both.
+    pub fn check_id(&self, expected: &CircuitId) -> Result<(), RecordingError> {
+        if &self.id != expected {
+            return Err(RecordingError::OtherCircuit {
+                expected: expected.clone(),
+                found: self.id.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Assembles a recording from parts that have been checked ([`build`] and [`file`]).
+    fn from_checked(
+        id: CircuitId,
+        shape: Shape,
+        table: Vec<Scalar>,
+        [a, b, c]: [Matrix; 3],
+    ) -> Self {
+        let densities = densities(shape, &a, &b);
+        Self {
+            id,
+            shape,
+            table,
+            a,
+            b,
+            c,
+            densities,
+        }
+    }
+}
+
+/// The densities of A (aux) and B (inputs and aux).
+fn densities(shape: Shape, a: &Matrix, b: &Matrix) -> Densities {
+    let inputs = shape.inputs as u32;
+    let mut a_aux = vec![false; shape.aux];
+    for &col in &a.columns {
+        if col >= inputs {
+            a_aux[(col - inputs) as usize] = true;
+        }
+    }
+    let mut b_input = vec![false; shape.inputs];
+    let mut b_aux = vec![false; shape.aux];
+    for &col in &b.columns {
+        match col.checked_sub(inputs) {
+            Some(aux) => b_aux[aux as usize] = true,
+            None => b_input[col as usize] = true,
+        }
+    }
+    Densities {
+        a_aux: Density::from_bools(a_aux),
+        b_input: Density::from_bools(b_input),
+        b_aux: Density::from_bools(b_aux),
+    }
+}
