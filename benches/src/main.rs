@@ -5,6 +5,7 @@
 //! - `load`: how long loading each kernel module takes (cubin, and PTX with `--ptx`).
 //! - `msm`: zkpipe's MSM against ec-gpu-gen's multiexp and blst.
 //! - `ntt`: zkpipe's NTT against ec-gpu-gen's kernel and the CPU, and the H step.
+//! - `r1cs`: the recorded path's evaluation of a, b and c on the device and the host.
 //! - `params`: reading a parameter file, zkpipe's reader against bellperson's (CPU only).
 
 #![forbid(unsafe_code)]
@@ -19,6 +20,7 @@ mod msm;
 mod ntt;
 mod params;
 mod pcie;
+mod r1cs;
 mod stats;
 
 #[derive(Debug, Parser)]
@@ -152,12 +154,62 @@ enum Command {
         #[arg(long)]
         file: std::path::PathBuf,
     },
+    /// The recorded path: a, b and c evaluated from a synthetic recording of a 32 GiB PoRep
+    /// partition's shape (by default) on the device, checked against the host's evaluation.
+    R1cs {
+        /// Constraints (rows of each matrix).
+        #[arg(long, default_value_t = 130_278_869)]
+        constraints: usize,
+        /// Public inputs, the constant one included.
+        #[arg(long, default_value_t = 328)]
+        inputs: usize,
+        /// Aux variables.
+        #[arg(long, default_value_t = 130_188_302)]
+        aux: usize,
+        /// Nonzeros of A, B and C.
+        #[arg(long, value_delimiter = ',', default_values_t = vec![309_000_000, 130_000_000, 283_000_000])]
+        nonzeros: Vec<usize>,
+        /// Timed device runs (the median is reported).
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// Also time the host's evaluation (it always runs once, to check the device's).
+        #[arg(long)]
+        cpu: bool,
+    },
     /// Module load times.
     Load {
         /// Also load each module from its PTX (the driver's JIT; slow on a fresh machine).
         #[arg(long)]
         ptx: bool,
     },
+}
+
+/// `r1cs`: the shape from the flags, on device 0.
+fn r1cs_bench(
+    constraints: usize,
+    inputs: usize,
+    aux: usize,
+    nonzeros: &[usize],
+    runs: usize,
+    cpu: bool,
+) -> BenchResult<Report> {
+    let [a, b, c] = nonzeros else {
+        return Err(format!(
+            "--nonzeros takes three numbers (A, B, C), not {}",
+            nonzeros.len()
+        )
+        .into());
+    };
+    let ctx = zkpipe_cuda::Context::new(0)?;
+    let synthetic = r1cs::Synthetic {
+        shape: zkpipe_r1cs::Shape {
+            inputs,
+            aux,
+            constraints,
+        },
+        nonzeros: [*a, *b, *c],
+    };
+    r1cs::run(&ctx, synthetic, runs, cpu)
 }
 
 /// `--g2-split PARTSxPER_THREAD`.
@@ -185,6 +237,14 @@ fn main() -> ExitCode {
             partition_ms,
         } => check::run(&inputs, runs, partition_ms),
         Command::Load { ptx } => load::run(ptx),
+        Command::R1cs {
+            constraints,
+            inputs,
+            aux,
+            nonzeros,
+            runs,
+            cpu,
+        } => r1cs_bench(constraints, inputs, aux, &nonzeros, runs, cpu),
         Command::Params {
             k,
             file,

@@ -73,6 +73,13 @@ const TARGETS: &[Target] = &[
         outputs: ENGINE,
     },
     Target {
+        name: "r1cs",
+        dir: Some("r1cs"),
+        prelude: true,
+        baseline: false,
+        outputs: ENGINE,
+    },
+    Target {
         name: "ecgpu",
         dir: None,
         prelude: true,

@@ -45,6 +45,9 @@ pub enum RecordingError {
         expected: usize,
         got: usize,
     },
+    /// Parts that do not make a recording ([`crate::Recording::from_parts`]).
+    #[error("inconsistent recording: {what}")]
+    Inconsistent { what: String },
     /// A file that cannot be read or written.
     #[error("recording {path}: {source}")]
     Io {
@@ -71,6 +74,9 @@ pub enum RecordingError {
     /// A file whose checksum does not match its contents.
     #[error("recording {path}: checksum mismatch (the file is damaged)")]
     Checksum { path: PathBuf },
+    /// The device failed (an allocation, a copy, the kernel's load or launch).
+    #[error("device: {0}")]
+    Device(#[from] zkpipe_cuda::Error),
     /// A file whose checksum holds but whose contents are inconsistent.
     #[error("recording {path}: corrupt: {what}")]
     Corrupt { path: PathBuf, what: String },

@@ -182,41 +182,13 @@ pub fn read(path: &Path) -> Result<Recording, RecordingError> {
         aux: aux as usize,
         constraints: constraints as usize,
     };
-    let [a, b, c]: [Matrix; 3] = matrices
+    let matrices: [Matrix; 3] = matrices
         .try_into()
         .map_err(|_| corrupt("not three matrices".into()))?;
-    for (m, name) in [(&a, "A"), (&b, "B"), (&c, "C")] {
-        check_matrix(m, shape, table.len()).map_err(|what| corrupt(format!("{name}: {what}")))?;
-    }
-    Ok(Recording::from_checked(
-        CircuitId(id),
-        shape,
-        table,
-        [a, b, c],
-    ))
-}
-
-/// Every index of `m` in range, its rows in order.
-fn check_matrix(m: &Matrix, shape: Shape, table: usize) -> Result<(), String> {
-    let nnz = m.columns.len();
-    if m.starts.first() != Some(&0) || m.starts.last().map(|&s| s as usize) != Some(nnz) {
-        return Err(format!("row starts do not run from 0 to its {nnz} entries"));
-    }
-    if m.starts.par_windows(2).any(|w| w[0] > w[1]) {
-        return Err("row starts out of order".into());
-    }
-    let vars = shape.variables();
-    if let Some(c) = m.columns.par_iter().find_any(|&&c| c as usize >= vars) {
-        return Err(format!("column {c} of {vars} variables"));
-    }
-    if let Some(k) = m
-        .coefficients
-        .par_iter()
-        .find_any(|&&k| k as usize >= table)
-    {
-        return Err(format!("coefficient index {k} of a table of {table}"));
-    }
-    Ok(())
+    Recording::from_parts(CircuitId(id), shape, table, matrices).map_err(|e| match e {
+        RecordingError::Inconsistent { what } => corrupt(what),
+        e => e,
+    })
 }
 
 /// The file length a header implies, or `None` when it overflows.

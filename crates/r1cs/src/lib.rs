@@ -9,21 +9,26 @@
 //! so that a proof needs only its witness.
 //!
 //! - [`RecordingBuilder`]: the constraints in, as a constraint system produces them.
-//! - [`Recording::evaluate`]: a, b and c from a witness, on every core.
+//! - [`Recording::evaluate`]: a, b and c from a witness, on every core;
+//!   [`CudaEvaluator`]: the same on the device, from a [`DeviceRecording`] and the witness
+//!   already uploaded, into the device buffers the H step reads.
 //! - [`Recording::densities`]: the variables that the MSMs' queries take.
 //! - [`file`]: a recording saved next to the parameters, with a versioned header and a
 //!   checksum, and read back checked (a damaged or foreign file is an error, never a wrong a,
 //!   b or c).
 
 mod build;
+mod device;
 mod error;
 mod eval;
 pub mod file;
+mod kernels;
 
 use blstrs::Scalar;
 use zkpipe_msm::Density;
 
 pub use build::{RecordingBuilder, Variable};
+pub use device::{CudaEvaluator, DeviceRecording, DeviceZ};
 pub use error::RecordingError;
 pub use eval::{Assignment, Evaluations, Part};
 
@@ -71,6 +76,17 @@ pub struct Row<'m> {
 }
 
 impl Matrix {
+    /// A matrix from its arrays: row i's entries are `starts[i]..starts[i + 1]` of
+    /// `columns` and `coefficients`. Checked when it joins a recording
+    /// ([`Recording::from_parts`]).
+    pub fn from_arrays(starts: Vec<u32>, columns: Vec<u32>, coefficients: Vec<u32>) -> Self {
+        Self {
+            starts,
+            columns,
+            coefficients,
+        }
+    }
+
     /// The number of rows (constraints).
     pub fn rows(&self) -> usize {
         self.starts.len().saturating_sub(1)
@@ -181,6 +197,20 @@ impl Recording {
         Ok(())
     }
 
+    /// A recording from its parts (another tool's, or a synthetic shape for a benchmark),
+    /// checked as a file's are: the table canonical with 1 and -1 first, every matrix with
+    /// one row a constraint, its rows in order, its columns and coefficient indices in range.
+    pub fn from_parts(
+        id: CircuitId,
+        shape: Shape,
+        table: Vec<Scalar>,
+        matrices: [Matrix; 3],
+    ) -> Result<Self, RecordingError> {
+        check_parts(shape, &table, &matrices)
+            .map_err(|what| RecordingError::Inconsistent { what })?;
+        Ok(Self::from_checked(id, shape, table, matrices))
+    }
+
     /// Assembles a recording from parts that have been checked ([`build`] and [`file`]).
     fn from_checked(
         id: CircuitId,
@@ -199,6 +229,44 @@ impl Recording {
             densities,
         }
     }
+}
+
+/// Why the parts of a recording do not make one, or `Ok`.
+fn check_parts(shape: Shape, table: &[Scalar], matrices: &[Matrix; 3]) -> Result<(), String> {
+    use ff::Field;
+    use rayon::prelude::*;
+    if table.get(ONE as usize) != Some(&Scalar::ONE)
+        || table.get(MINUS_ONE as usize) != Some(&-Scalar::ONE)
+    {
+        return Err("the coefficient table does not start with 1 and -1".into());
+    }
+    let vars = shape.variables();
+    for (m, name) in matrices.iter().zip(["A", "B", "C"]) {
+        let nnz = m.columns.len();
+        let bad = |what: String| Err(format!("{name}: {what}"));
+        if m.rows() != shape.constraints || m.coefficients.len() != nnz {
+            return bad(format!(
+                "{} rows and {} coefficients for {} constraints and {nnz} columns",
+                m.rows(),
+                m.coefficients.len(),
+                shape.constraints
+            ));
+        }
+        if m.starts.first() != Some(&0) || m.starts.last().map(|&s| s as usize) != Some(nnz) {
+            return bad(format!("row starts do not run from 0 to its {nnz} entries"));
+        }
+        if m.starts.par_windows(2).any(|w| w[0] > w[1]) {
+            return bad("row starts out of order".into());
+        }
+        if let Some(c) = m.columns.par_iter().find_any(|&&c| c as usize >= vars) {
+            return bad(format!("column {c} of {vars} variables"));
+        }
+        let n = table.len();
+        if let Some(k) = m.coefficients.par_iter().find_any(|&&k| k as usize >= n) {
+            return bad(format!("coefficient index {k} of a table of {n}"));
+        }
+    }
+    Ok(())
 }
 
 /// The densities of A (aux) and B (inputs and aux).

@@ -1,75 +1,17 @@
 //! Recordings built, evaluated, saved and read back; every damaged or foreign file and every
 //! witness of the wrong length is a typed error.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use blstrs::Scalar;
+use common::{random, witness};
 use ff::Field;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use zkpipe_field::Fr;
 use zkpipe_r1cs::{
     file, Assignment, CircuitId, Evaluations, Recording, RecordingBuilder, RecordingError, Variable,
 };
-
-/// A random recording with `n` constraints over a few inputs and aux variables, with its
-/// rows kept as plain lists of terms to evaluate by hand.
-struct Random {
-    rec: Recording,
-    rows: Vec<[Vec<(Variable, Scalar)>; 3]>,
-    inputs: usize,
-    aux: usize,
-}
-
-fn random(n: usize, seed: u64) -> Random {
-    let mut r = ChaCha8Rng::seed_from_u64(seed);
-    let mut b = RecordingBuilder::new();
-    let (inputs, aux) = (3, 20);
-    for _ in 0..inputs {
-        b.alloc_input();
-    }
-    for _ in 0..aux {
-        b.alloc_aux();
-    }
-    let mut rows = Vec::new();
-    for _ in 0..n {
-        let lc = |r: &mut ChaCha8Rng| -> Vec<(Variable, Scalar)> {
-            (0..r.gen_range(0..5))
-                .map(|_| {
-                    let v = match r.gen_bool(0.3) {
-                        true => Variable::Input(r.gen_range(0..inputs)),
-                        false => Variable::Aux(r.gen_range(0..aux)),
-                    };
-                    let c = match r.gen_range(0..4) {
-                        0 => Scalar::ONE,
-                        1 => -Scalar::ONE,
-                        2 => Scalar::from(r.gen_range(2..100u64)),
-                        _ => Scalar::random(&mut *r),
-                    };
-                    (v, c)
-                })
-                .collect()
-        };
-        let row = [lc(&mut r), lc(&mut r), lc(&mut r)];
-        b.enforce(row[0].clone(), row[1].clone(), row[2].clone())
-            .unwrap();
-        rows.push(row);
-    }
-    let rec = b.finish(CircuitId(format!("random-{n}-{seed}"))).unwrap();
-    Random {
-        rec,
-        rows,
-        inputs,
-        aux,
-    }
-}
-
-fn witness(inputs: usize, aux: usize, seed: u64) -> (Vec<Scalar>, Vec<Fr>) {
-    let mut r = ChaCha8Rng::seed_from_u64(seed);
-    let i = (0..inputs).map(|_| Scalar::random(&mut r)).collect();
-    let a = (0..aux).map(|_| Fr::from(Scalar::random(&mut r))).collect();
-    (i, a)
-}
 
 fn evaluate(rec: &Recording, inputs: &[Scalar], aux: &[Fr]) -> [Vec<Fr>; 3] {
     let n = rec.shape().constraints;
@@ -201,6 +143,55 @@ fn a_constraint_on_a_variable_never_allocated_is_an_error() {
     );
 }
 
+#[test]
+fn parts_that_do_not_make_a_recording_are_refused() {
+    let shape = zkpipe_r1cs::Shape {
+        inputs: 1,
+        aux: 1,
+        constraints: 1,
+    };
+    let table = vec![Scalar::ONE, -Scalar::ONE];
+    let row = |cols: Vec<u32>, ks: Vec<u32>| {
+        zkpipe_r1cs::Matrix::from_arrays(vec![0, cols.len() as u32], cols, ks)
+    };
+    let ok = || {
+        [
+            row(vec![0], vec![0]),
+            row(vec![1], vec![1]),
+            row(vec![], vec![]),
+        ]
+    };
+    let id = || CircuitId("parts".into());
+    assert!(Recording::from_parts(id(), shape, table.clone(), ok()).is_ok());
+    let cases = [
+        (
+            [row(vec![2], vec![0]), ok()[1].clone(), ok()[2].clone()],
+            "column 2",
+        ),
+        (
+            [row(vec![0], vec![2]), ok()[1].clone(), ok()[2].clone()],
+            "coefficient index 2",
+        ),
+        (
+            [
+                zkpipe_r1cs::Matrix::from_arrays(vec![0, 2, 1], vec![0, 1], vec![0, 0]),
+                ok()[1].clone(),
+                ok()[2].clone(),
+            ],
+            "rows",
+        ),
+    ];
+    for (m, what) in cases {
+        let err = Recording::from_parts(id(), shape, table.clone(), m).unwrap_err();
+        assert!(
+            matches!(&err, RecordingError::Inconsistent { what: w } if w.contains(what)),
+            "{what}: {err}"
+        );
+    }
+    let err = Recording::from_parts(id(), shape, vec![Scalar::ONE], ok()).unwrap_err();
+    assert!(matches!(err, RecordingError::Inconsistent { .. }), "{err}");
+}
+
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("zkpipe-r1cs-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -303,6 +294,15 @@ fn damaged_foreign_or_truncated_files_are_typed_errors() {
     let err = file::load(&path, &id).unwrap_err();
     assert!(
         matches!(&err, RecordingError::Corrupt { what, .. } if what.contains("canonical")),
+        "{err}"
+    );
+    // A table whose first entry is not 1 (which evaluation adds without a product).
+    let mut v = good.clone();
+    v[header..header + 32].copy_from_slice(&ff::PrimeField::to_repr(&Scalar::from(2u64)));
+    rehash(&path, v);
+    let err = file::load(&path, &id).unwrap_err();
+    assert!(
+        matches!(&err, RecordingError::Corrupt { what, .. } if what.contains("1 and -1")),
         "{err}"
     );
     // A missing file.
