@@ -10,7 +10,7 @@ use zkpipe_filecoin::gen::{self, SectorData};
 use zkpipe_filecoin::request::{self, parse_hex32};
 use zkpipe_filecoin::{
     witness_bytes, FilecoinError, ParamsCache, PoRepC2, ProofOutput, ProveOptions, Prover, Request,
-    Retry,
+    Retry, Synthesis,
 };
 use zkpipe_pipeline::{Backend, Config, Engine, G2Placement, Randomness};
 
@@ -124,9 +124,21 @@ pub struct Common {
     /// next free worker or device) or cpu (an engine of the CPU's own).
     #[arg(long, value_enum, default_value_t = RetryOn::Engine)]
     retry: RetryOn,
+    /// How each partition's witness is made: recorded (the circuit recorded once into a
+    /// file beside the parameters, then per partition the witness alone) or full
+    /// (bellperson's synthesis of every constraint).
+    #[arg(long, value_enum, default_value_t = SynthesisArg::Recorded)]
+    witness: SynthesisArg,
     /// Print JSON instead of text at the end.
     #[arg(long)]
     json: bool,
+}
+
+/// `--witness`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum SynthesisArg {
+    Recorded,
+    Full,
 }
 
 /// `--retry`.
@@ -220,6 +232,10 @@ fn prove(request: &Request, c: &Common) -> Result<(), Failure> {
         retry: match c.retry {
             RetryOn::Engine => Retry::Engine,
             RetryOn::Cpu => Retry::Cpu,
+        },
+        synthesis: match c.witness {
+            SynthesisArg::Recorded => Synthesis::Recorded,
+            SynthesisArg::Full => Synthesis::Full,
         },
     };
     let prover = Prover::new(ParamsCache::new(&dir), options);

@@ -47,6 +47,7 @@ use std::path::PathBuf;
 pub use params::{LoadedKey, ParamsCache, Trust};
 pub use prover::{
     witness_bytes, PartitionReport, ProofOutput, ProveOptions, Prover, ReferenceOutput, Retry,
+    Synthesis,
 };
 pub use request::{PoRepC2, Request, SnapUpdate, WindowPoSt, WinningPoSt};
 
@@ -105,6 +106,19 @@ pub enum FilecoinError {
     Synthesis {
         partition: usize,
         source: bellperson::SynthesisError,
+    },
+    /// A partition's circuit does not have the shape of the recording of its parameter set's
+    /// circuit (the recording is used only for the circuit it was made from).
+    #[error("partition {partition}: {source}")]
+    RecordingMismatch {
+        partition: usize,
+        source: zkpipe_r1cs::RecordingError,
+    },
+    /// The recording of a circuit could not be made.
+    #[error("recording the circuit of {path}: {source}")]
+    Recording {
+        path: std::path::PathBuf,
+        source: Box<zkpipe_bellperson::RecordedError>,
     },
     /// A partition's circuit allocated other public inputs than filecoin-proofs' verifier
     /// derives from the request: the vanilla proofs do not match the request's commitments,

@@ -25,6 +25,7 @@ use storage_proofs_core::parameter_cache::{
     VERIFYING_KEY_EXT, VERSION,
 };
 use zkpipe_pipeline::ProvingKey;
+use zkpipe_r1cs::{CircuitId, Recording};
 
 use crate::FilecoinError;
 
@@ -64,6 +65,8 @@ pub enum Trust {
 
 /// The extension of the digest zkpipe records beside parameters it generates.
 const RECORDED_DIGEST_EXT: &str = "zkpipe-digest";
+/// The recording of a parameter set's circuit (zkpipe-r1cs), beside its parameter file.
+const RECORDING_EXT: &str = "zkpipe-r1cs";
 
 /// A proving key read from a parameter file, with what was done to read it.
 #[derive(Debug, Clone)]
@@ -85,6 +88,7 @@ pub struct LoadedKey {
 pub struct ParamsCache {
     dir: PathBuf,
     keys: Mutex<HashMap<String, LoadedKey>>,
+    recordings: Mutex<HashMap<PathBuf, Arc<Recording>>>,
 }
 
 impl ParamsCache {
@@ -93,6 +97,7 @@ impl ParamsCache {
         Self {
             dir: dir.into(),
             keys: Mutex::new(HashMap::new()),
+            recordings: Mutex::new(HashMap::new()),
         }
     }
 
@@ -169,6 +174,59 @@ impl ParamsCache {
         tracing::info!(path = %loaded.path.display(), ?trust, read_ms = loaded.read_ms, "parameters read");
         keys.insert(id, loaded.clone());
         Ok(loaded)
+    }
+
+    /// The recording of the circuit whose parameters `key` holds: resident, else read from
+    /// the file beside the parameter file, else recorded from `circuit()` and written there.
+    /// The recording is named by the parameter file (its version and circuit identifier), so
+    /// that a recording of another circuit or version is never used. A file that cannot be
+    /// used (damaged, truncated, of another circuit or format version) is reported, then
+    /// replaced by a fresh recording; a recording that cannot be written is reported and used.
+    pub fn recording<C: bellperson::Circuit<Scalar>>(
+        &self,
+        key: &LoadedKey,
+        circuit: impl FnOnce() -> Result<C, FilecoinError>,
+    ) -> Result<Arc<Recording>, FilecoinError> {
+        let mut recordings = self.recordings.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(r) = recordings.get(&key.path) {
+            return Ok(Arc::clone(r));
+        }
+        let stem = key.path.file_stem().unwrap_or_default().to_string_lossy();
+        let id = CircuitId(stem.to_string());
+        let path = key.path.with_extension(RECORDING_EXT);
+        let t = Instant::now();
+        let rec = match zkpipe_r1cs::file::load(&path, &id) {
+            Ok(rec) => {
+                tracing::info!(path = %path.display(), ms = t.elapsed().as_secs_f64() * 1e3, "recording read");
+                rec
+            }
+            Err(e) => {
+                let missing = matches!(&e, zkpipe_r1cs::RecordingError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound);
+                if !missing {
+                    tracing::warn!(path = %path.display(), error = %e, "the recording cannot be used: recording the circuit again");
+                }
+                let recorded = zkpipe_bellperson::record(circuit()?, id).map_err(|source| {
+                    FilecoinError::Recording {
+                        path: key.path.clone(),
+                        source: Box::new(source),
+                    }
+                })?;
+                tracing::info!(
+                    path = %path.display(),
+                    constraints = recorded.shape().constraints,
+                    bytes = recorded.bytes(),
+                    ms = t.elapsed().as_secs_f64() * 1e3,
+                    "circuit recorded"
+                );
+                if let Err(e) = zkpipe_r1cs::file::save(&recorded, &path) {
+                    tracing::warn!(error = %e, "the recording could not be written; it is used from memory");
+                }
+                recorded
+            }
+        };
+        let rec = Arc::new(rec);
+        recordings.insert(key.path.clone(), Arc::clone(&rec));
+        Ok(rec)
     }
 
     /// Generates random parameters for `P`'s blank circuit, as filecoin-proofs' parameter

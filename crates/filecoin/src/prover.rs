@@ -13,6 +13,9 @@ use zkpipe_pipeline::{
     Backend, Config, Engine, JobHandle, JobReport, Proof, ProveError, ProvingKey, Randomness,
 };
 
+use zkpipe_bellperson::RecordedError;
+use zkpipe_r1cs::Recording;
+
 use crate::{catch, FilecoinError, LoadedKey, ParamsCache, Request};
 
 /// How long a synthesizing thread waits for the engine to lend witness memory.
@@ -28,6 +31,21 @@ pub struct ProveOptions {
     pub randomness: Randomness,
     /// Where a partition whose proof the engine's check refused is proved once more.
     pub retry: Retry,
+    /// How each partition's witness is made.
+    pub synthesis: Synthesis,
+}
+
+/// How a partition's witness is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Synthesis {
+    /// The circuit's constraints recorded once per parameter set (a file beside the
+    /// parameters), then per partition the witness alone, a, b and c evaluated from the
+    /// recording. The same witness as full synthesis. Default.
+    #[default]
+    Recorded,
+    /// bellperson's way: every constraint's linear combinations built and evaluated again for
+    /// each partition.
+    Full,
 }
 
 /// Where a partition whose proof failed the engine's check is proved again (once; a second
@@ -49,6 +67,7 @@ impl Default for ProveOptions {
             synthesis_threads: 2,
             randomness: Randomness::Random,
             retry: Retry::Engine,
+            synthesis: Synthesis::Recorded,
         }
     }
 }
@@ -168,6 +187,12 @@ impl Prover {
         F: Fn(usize) -> Result<PartitionCircuit<C>, FilecoinError> + Sync,
     {
         let t = Instant::now();
+        let recording = match self.options.synthesis {
+            Synthesis::Recorded => {
+                Some(self.params.recording(&key, || make(0).map(|p| p.circuit))?)
+            }
+            Synthesis::Full => None,
+        };
         let next = AtomicUsize::new(0);
         let stop = AtomicBool::new(false);
         let threads = self.options.synthesis_threads.clamp(1, count.max(1));
@@ -178,12 +203,13 @@ impl Prover {
             for _ in 0..threads {
                 let tx = tx.clone();
                 let (next, stop, key, make) = (&next, &stop, &key, &make);
+                let recording = recording.as_deref();
                 scope.spawn(move || loop {
                     let k = next.fetch_add(1, Ordering::SeqCst);
                     if k >= count || stop.load(Ordering::SeqCst) {
                         break;
                     }
-                    let submitted = self.submit(engine, key, k, make);
+                    let submitted = self.submit(engine, key, recording, k, make);
                     let failed = submitted.is_err();
                     if tx.send(submitted).is_err() || failed {
                         break;
@@ -192,7 +218,8 @@ impl Prover {
             }
             drop(tx);
             for submitted in rx {
-                let outcome = submitted.and_then(|s| self.wait_checked(engine, &key, s, &make));
+                let outcome = submitted
+                    .and_then(|s| self.wait_checked(engine, &key, recording.as_deref(), s, &make));
                 match outcome {
                     Ok((proof, report)) => {
                         let k = report.partition;
@@ -247,6 +274,7 @@ impl Prover {
         &self,
         engine: &Engine,
         key: &LoadedKey,
+        recording: Option<&Recording>,
         k: usize,
         make: &F,
     ) -> Result<Submitted, FilecoinError>
@@ -263,10 +291,16 @@ impl Prover {
         let room = engine
             .lend_witness(&key.key, LEND_WAIT)
             .map_err(prove_err)?;
-        let witness = catch("synthesis", Some(k), || {
-            zkpipe_bellperson::synthesize_lent(part.circuit, room)
-        })?
-        .map_err(|source| synthesis_error(key, k, source))?;
+        let witness = match recording {
+            None => catch("synthesis", Some(k), || {
+                zkpipe_bellperson::synthesize_lent(part.circuit, room)
+            })?
+            .map_err(|source| synthesis_error(key, k, source))?,
+            Some(rec) => catch("synthesis", Some(k), || {
+                zkpipe_bellperson::synthesize_recorded(part.circuit, rec, room)
+            })?
+            .map_err(|source| recorded_error(key, k, source))?,
+        };
         if let Some(expected) = &part.expected_inputs {
             let got = witness.input.get(1..).unwrap_or_default();
             if let Some(index) = first_difference(expected, got) {
@@ -297,6 +331,7 @@ impl Prover {
         &self,
         engine: &Engine,
         key: &LoadedKey,
+        recording: Option<&Recording>,
         s: Submitted,
         make: &F,
     ) -> Result<(Proof, PartitionReport), FilecoinError>
@@ -327,7 +362,7 @@ impl Prover {
                         &cpu
                     }
                 };
-                let again = self.submit(retry_engine, key, k, make)?;
+                let again = self.submit(retry_engine, key, recording, k, make)?;
                 synthesis_ms += again.synthesis_ms;
                 (again.handle.wait_report(), true)
             }
@@ -368,6 +403,22 @@ fn synthesis_error(key: &LoadedKey, k: usize, source: bellperson::SynthesisError
         source => FilecoinError::Synthesis {
             partition: k,
             source,
+        },
+    }
+}
+
+/// A recorded synthesis error of partition `k`, as a full synthesis's or the engine's.
+fn recorded_error(key: &LoadedKey, k: usize, source: RecordedError) -> FilecoinError {
+    match source {
+        RecordedError::Synthesis(e) => synthesis_error(key, k, e),
+        RecordedError::Witness(e) => job_error(key, k, e),
+        RecordedError::Recording(source) => FilecoinError::RecordingMismatch {
+            partition: k,
+            source,
+        },
+        e => FilecoinError::Recording {
+            path: key.path.clone(),
+            source: Box::new(e),
         },
     }
 }

@@ -99,3 +99,63 @@ fn test_parameters_are_generated_once_then_read_by_their_digest_and_damage_is_ca
     assert!(matches!(e, FilecoinError::Params { .. }), "{e}");
     assert!(e.to_string().contains("v28-zkpipe-test-cube.params"), "{e}");
 }
+
+#[test]
+fn a_circuit_is_recorded_once_beside_its_parameters_and_a_damaged_recording_is_replaced() {
+    use zkpipe_bellperson::{synthesize, synthesize_recorded};
+    let d = dir("recording");
+    let id = "zkpipe-test-cube-recorded".to_string();
+    let cube = || Cube {
+        x: Some(blstrs::Scalar::from(3u64)),
+    };
+    let cache = ParamsCache::new(&d);
+    let key = cache.key(id.clone(), 2048, || Cube { x: None }).unwrap();
+    let path = d.join(format!("v28-{id}.zkpipe-r1cs"));
+    assert!(!path.exists());
+    let first = cache.recording(&key, || Ok(cube())).unwrap();
+    assert!(
+        path.exists(),
+        "the recording is written beside the parameters"
+    );
+    assert_eq!(
+        first.id().0,
+        format!("v28-{id}"),
+        "named by the parameter file"
+    );
+    let again = cache
+        .recording(&key, || -> Result<Cube, FilecoinError> {
+            panic!("recorded again")
+        })
+        .unwrap();
+    assert!(std::sync::Arc::ptr_eq(&first, &again), "resident");
+
+    // A new cache reads the file; the witness is full synthesis's.
+    let read = ParamsCache::new(&d)
+        .recording(&key, || -> Result<Cube, FilecoinError> {
+            panic!("recorded again")
+        })
+        .unwrap();
+    let want = synthesize(cube()).unwrap();
+    let got = synthesize_recorded(cube(), &read, Default::default()).unwrap();
+    assert_eq!(got.a.to_vec(), want.a.to_vec());
+    assert_eq!(got.c.to_vec(), want.c.to_vec());
+
+    // A damaged file: recorded again (never used), and the file replaced.
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 1;
+    std::fs::write(&path, &bytes).unwrap();
+    let recorded = std::sync::atomic::AtomicBool::new(false);
+    let fresh = ParamsCache::new(&d)
+        .recording(&key, || {
+            recorded.store(true, std::sync::atomic::Ordering::SeqCst);
+            Ok(cube())
+        })
+        .unwrap();
+    assert!(
+        recorded.load(std::sync::atomic::Ordering::SeqCst),
+        "recorded again"
+    );
+    assert_eq!(fresh.matrices(), first.matrices());
+    zkpipe_r1cs::file::load(&path, first.id()).expect("the file was replaced");
+}
