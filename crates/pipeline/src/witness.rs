@@ -119,6 +119,9 @@ impl Scalars {
     }
 }
 
+/// Values a thread copies at a time; fewer are copied on the calling thread.
+const PARALLEL_COPY: usize = 1 << 16;
+
 /// What a lent vector is for: it names the vector when it overflows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Room {
@@ -188,10 +191,16 @@ impl PinnedScalars {
     pub fn extend_from_slice(&mut self, s: &[Scalar]) -> Result<(), ProveError> {
         let end = self.len + s.len();
         self.check_room(end)?;
-        self.buf[self.len..end]
-            .par_chunks_mut(1 << 16)
-            .zip(cast::scalars_as_fr(s).par_chunks(1 << 16))
-            .for_each(|(d, s)| d.copy_from_slice(s));
+        let (dst, src) = (&mut self.buf[self.len..end], cast::scalars_as_fr(s));
+        // One value at a time (a circuit's allocations) is copied in place: a parallel copy's
+        // setup costs more than the copy.
+        if s.len() <= PARALLEL_COPY {
+            dst.copy_from_slice(src);
+        } else {
+            dst.par_chunks_mut(PARALLEL_COPY)
+                .zip(src.par_chunks(PARALLEL_COPY))
+                .for_each(|(d, s)| d.copy_from_slice(s));
+        }
         self.len = end;
         Ok(())
     }
