@@ -6,6 +6,7 @@
 //! - `msm`: zkpipe's MSM against ec-gpu-gen's multiexp and blst.
 //! - `ntt`: zkpipe's NTT against ec-gpu-gen's kernel and the CPU, and the H step.
 //! - `r1cs`: the recorded path's evaluation of a, b and c on the device and the host.
+//! - `synthesis`: a circuit's witness in full against the recorded path (CPU only).
 //! - `params`: reading a parameter file, zkpipe's reader against bellperson's (CPU only).
 
 #![forbid(unsafe_code)]
@@ -22,6 +23,7 @@ mod params;
 mod pcie;
 mod r1cs;
 mod stats;
+mod synthesis;
 
 #[derive(Debug, Parser)]
 #[command(about = "zkpipe GPU benchmarks")]
@@ -176,6 +178,19 @@ enum Command {
         #[arg(long)]
         cpu: bool,
     },
+    /// A circuit's witness made in full (bellperson's way) against the recorded path (the
+    /// witness alone, then a, b and c evaluated from a recording), on the host's cores.
+    Synthesis {
+        /// sha256 (size: blocks) or random (size: constraints).
+        #[arg(long, value_enum, default_value_t = synthesis::Kind::Sha256)]
+        circuit: synthesis::Kind,
+        /// Blocks or constraints.
+        #[arg(long, default_value_t = 16)]
+        size: usize,
+        /// Timed runs of each way (the median is reported).
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+    },
     /// Module load times.
     Load {
         /// Also load each module from its PTX (the driver's JIT; slow on a fresh machine).
@@ -237,6 +252,11 @@ fn main() -> ExitCode {
             partition_ms,
         } => check::run(&inputs, runs, partition_ms),
         Command::Load { ptx } => load::run(ptx),
+        Command::Synthesis {
+            circuit,
+            size,
+            runs,
+        } => synthesis::run(circuit, size, runs),
         Command::R1cs {
             constraints,
             inputs,

@@ -174,8 +174,15 @@ impl RecordingBuilder {
         Ok(tag | index as u32)
     }
 
-    /// The table index of `c`, added when new.
+    /// The table index of `c`, added when new. 1 and -1, almost every coefficient of a
+    /// real circuit, are found without hashing.
     fn coefficient(&mut self, c: Scalar) -> u32 {
+        if c == Scalar::ONE && !self.table.is_empty() {
+            return crate::ONE;
+        }
+        if c == -Scalar::ONE && self.table.len() > 1 {
+            return crate::MINUS_ONE;
+        }
         let key = c.to_repr();
         if let Some(&k) = self.index.get(&key) {
             return k;

@@ -1,0 +1,119 @@
+//! `zkpipe-bench synthesis`: a circuit's witness made in full (bellperson's way: every linear
+//! combination built and evaluated) against the recorded path (the constraints recorded once;
+//! per proof the witness alone, then a, b and c evaluated from the recording on the host's
+//! cores), the two witnesses compared. CPU only.
+
+use std::time::Instant;
+
+use bellperson::Circuit;
+use blstrs::Scalar;
+use zkpipe_bellperson::circuits::{RandomR1cs, Sha256Blocks};
+use zkpipe_bellperson::{record, synthesize, synthesize_recorded, CircuitId};
+use zkpipe_field::Fr;
+use zkpipe_r1cs::{Assignment, Evaluations};
+
+use crate::stats::median;
+use crate::{BenchResult, Report};
+
+/// The circuits the bench can make.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum Kind {
+    /// bellperson's SHA-256 gadget over `size` blocks.
+    Sha256,
+    /// A random R1CS of `size` constraints.
+    Random,
+}
+
+fn seconds<T>(f: impl FnOnce() -> T) -> (f64, T) {
+    let t = Instant::now();
+    let out = f();
+    (t.elapsed().as_secs_f64() * 1e3, out)
+}
+
+/// Times each way `runs` times (medians), after one untimed run of each.
+pub fn run(kind: Kind, size: usize, runs: usize) -> BenchResult<Report> {
+    match kind {
+        Kind::Sha256 => {
+            let pre: Vec<u8> = (0..Sha256Blocks::preimage_len(size))
+                .map(|i| i as u8)
+                .collect();
+            let circuit = Sha256Blocks {
+                preimage: Some(pre),
+                blocks: size,
+            };
+            compare(&format!("SHA-256, {size} blocks"), circuit, runs)
+        }
+        Kind::Random => {
+            let circuit = RandomR1cs {
+                constraints: size,
+                inputs: 3,
+                seed: 1,
+            };
+            compare(&format!("random R1CS, {size} constraints"), circuit, runs)
+        }
+    }
+}
+
+fn compare<C: Circuit<Scalar> + Clone>(name: &str, circuit: C, runs: usize) -> BenchResult<Report> {
+    let (record_ms, rec) = seconds(|| record(circuit.clone(), CircuitId(name.into())));
+    let rec = rec?;
+    let mut full = Vec::new();
+    let mut recorded = Vec::new();
+    let mut evaluation = Vec::new();
+    for i in 0..=runs {
+        let (f_ms, want) = seconds(|| synthesize(circuit.clone()));
+        let want = want?;
+        let (r_ms, got) =
+            seconds(|| synthesize_recorded(circuit.clone(), &rec, Default::default()));
+        let got = got?;
+        if got.a.as_fr() != want.a.as_fr()
+            || got.b.as_fr() != want.b.as_fr()
+            || got.c.as_fr() != want.c.as_fr()
+        {
+            return Err(format!("{name}: the recorded witness differs from full synthesis").into());
+        }
+        // The evaluation alone, again on the same witness.
+        let n = rec.shape().constraints;
+        let mut out = [
+            vec![Fr::default(); n],
+            vec![Fr::default(); n],
+            vec![Fr::default(); n],
+        ];
+        let [a, b, c] = &mut out;
+        let (e_ms, evaluated) = seconds(|| {
+            rec.evaluate(
+                Assignment {
+                    inputs: &got.input,
+                    aux: got.aux.as_fr(),
+                },
+                Evaluations { a, b, c },
+            )
+        });
+        evaluated?;
+        if i > 0 {
+            full.push(f_ms);
+            recorded.push(r_ms);
+            evaluation.push(e_ms);
+        }
+    }
+    let (full_ms, recorded_ms, eval_ms) = (median(full), median(recorded), median(evaluation));
+    let shape = rec.shape();
+    let nnz: usize = rec.matrices().iter().map(|m| m.nonzeros()).sum();
+    let table = format!(
+        "\nSynthesis of {name}: {} constraints, {} aux, {nnz} nonzeros, {} distinct coefficients; recorded once in {record_ms:.0} ms ({:.1} MiB); median of {runs} on {} threads, witnesses equal:\n| full ms | recorded ms | of which evaluation ms | full / recorded |\n| --- | --- | --- | --- |\n| {full_ms:.0} | {recorded_ms:.0} | {eval_ms:.0} | {:.2}x |\n",
+        shape.constraints,
+        shape.aux,
+        rec.table().len(),
+        rec.bytes() as f64 / (1u64 << 20) as f64,
+        rayon::current_num_threads(),
+        full_ms / recorded_ms,
+    );
+    Ok(Report {
+        table,
+        json: serde_json::json!({
+            "circuit": name, "constraints": shape.constraints, "aux": shape.aux, "nonzeros": nnz,
+            "record_ms": record_ms, "full_ms": full_ms, "recorded_ms": recorded_ms,
+            "evaluation_ms": eval_ms, "recording_bytes": rec.bytes(),
+        }),
+    })
+}
