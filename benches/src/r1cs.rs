@@ -107,7 +107,7 @@ pub fn run(
     let upload_s = t.elapsed().as_secs_f64();
     let d_inputs = DeviceBuffer::from_host(ctx, cast::scalars_as_fr(&inputs))?;
     let d_aux = DeviceBuffer::from_host(ctx, &aux)?;
-    let z = DeviceZ {
+    let z = DeviceZ::Parts {
         inputs: &d_inputs,
         aux: &d_aux,
     };

@@ -26,3 +26,20 @@ KERNEL void r1cs_rows(const uint* __restrict__ starts, const uint* __restrict__ 
   }
   out[i] = acc;
 }
+
+// z from its split form (zkpipe-msm's SplitScalars, which the MSMs upload anyway): z[i] is 1
+// where bit i of `ones` is set and 0 elsewhere; r1cs_z_tail then writes the other values.
+KERNEL void r1cs_z_ones(const uint* __restrict__ ones, uint len, FR* __restrict__ z) {
+  const uint i = GET_GLOBAL_ID();
+  if (i >= len) return;
+  z[i] = ((ones[i >> 5] >> (i & 31u)) & 1u) ? FR_(ONE) : FR_(ZERO);
+}
+
+// z[index[k]] = tail[k] for k < count (indices at or past len are skipped).
+KERNEL void r1cs_z_tail(const uint* __restrict__ index, const FR* __restrict__ tail, uint count,
+                        uint len, FR* __restrict__ z) {
+  const uint k = GET_GLOBAL_ID();
+  if (k >= count) return;
+  const uint i = index[k];
+  if (i < len) z[i] = tail[k];
+}

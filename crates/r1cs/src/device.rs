@@ -6,8 +6,8 @@ use std::sync::Arc;
 use zkpipe_cuda::{Context, DeviceBuffer, Stream};
 use zkpipe_field::{cast, Fr};
 
-pub use crate::kernels::DeviceZ;
 use crate::kernels::{DeviceRows, RowKernel};
+pub use crate::kernels::{DeviceSplitZ, DeviceZ};
 use crate::{Matrix, Part, Recording, RecordingError, Shape};
 
 /// A recording's matrices and coefficient table in device memory.
@@ -79,8 +79,12 @@ impl CudaEvaluator {
         out: &mut DeviceBuffer<Fr>,
     ) -> Result<(), RecordingError> {
         let shape = rec.shape;
-        same("inputs", shape.inputs, z.inputs.len())?;
-        same("aux variables", shape.aux, z.aux.len())?;
+        if let DeviceZ::Whole(whole) = z {
+            same("variables", shape.variables(), whole.len())?;
+        }
+        let (inputs, aux) = z.lengths(shape.inputs);
+        same("inputs", shape.inputs, inputs)?;
+        same("aux variables", shape.aux, aux)?;
         same("evaluations", shape.constraints, out.len())?;
         let rows = match part {
             Part::A => &rec.rows[0],
@@ -88,6 +92,18 @@ impl CudaEvaluator {
             Part::C => &rec.rows[2],
         };
         self.kernel.launch(stream, rows, &rec.table, z, out)
+    }
+
+    /// Enqueues z (inputs then aux, `z.len()` variables) from its split form, so that the
+    /// witness the MSMs take crosses PCIe once: the evaluation then reads
+    /// [`DeviceZ::Whole`]`(z)`.
+    pub fn expand_split(
+        &self,
+        stream: &Stream,
+        split: DeviceSplitZ<'_>,
+        z: &mut DeviceBuffer<Fr>,
+    ) -> Result<(), RecordingError> {
+        self.kernel.expand(stream, split, z)
     }
 
     /// Enqueues a, b and c at z into `out` on `stream` (see [`CudaEvaluator::evaluate_part`]).

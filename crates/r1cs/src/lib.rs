@@ -28,7 +28,7 @@ use blstrs::Scalar;
 use zkpipe_msm::Density;
 
 pub use build::{RecordingBuilder, Variable};
-pub use device::{CudaEvaluator, DeviceRecording, DeviceZ};
+pub use device::{CudaEvaluator, DeviceRecording, DeviceSplitZ, DeviceZ};
 pub use error::RecordingError;
 pub use eval::{Assignment, Evaluations, Part};
 

@@ -40,7 +40,7 @@ fn the_device_evaluates_as_the_host_does() {
         let dev = DeviceRecording::upload(&ctx, &t.rec).unwrap();
         let d_inputs = DeviceBuffer::from_host(&ctx, cast::scalars_as_fr(&zi)).unwrap();
         let d_aux = DeviceBuffer::from_host(&ctx, &za).unwrap();
-        let z = DeviceZ {
+        let z = DeviceZ::Parts {
             inputs: &d_inputs,
             aux: &d_aux,
         };
@@ -93,7 +93,7 @@ fn edge_rows_and_wrong_lengths_on_the_device() {
     let dev = DeviceRecording::upload(&ctx, &rec).unwrap();
     let d_inputs = DeviceBuffer::from_host(&ctx, cast::scalars_as_fr(&zi)).unwrap();
     let d_aux = DeviceBuffer::from_host(&ctx, &za).unwrap();
-    let z = DeviceZ {
+    let z = DeviceZ::Parts {
         inputs: &d_inputs,
         aux: &d_aux,
     };
@@ -116,7 +116,7 @@ fn edge_rows_and_wrong_lengths_on_the_device() {
 
     // z of the wrong length, and an output of the wrong length: errors, nothing launched.
     let short = DeviceBuffer::<Fr>::alloc(&ctx, 1).unwrap();
-    let bad = DeviceZ {
+    let bad = DeviceZ::Parts {
         inputs: &d_inputs,
         aux: &short,
     };
@@ -145,6 +145,85 @@ fn edge_rows_and_wrong_lengths_on_the_device() {
                 what: "evaluations",
                 expected: 4,
                 got: 5
+            }
+        ),
+        "{err}"
+    );
+}
+
+/// z of `n` variables: zeros, ones and random values in runs that cross bitmap words.
+fn mixed_z(n: usize, seed: u64) -> Vec<Scalar> {
+    let (_, rand) = witness(0, n, seed);
+    (0..n)
+        .map(|i| match (i / 7) % 3 {
+            0 => Scalar::ZERO,
+            1 => Scalar::ONE,
+            _ => Scalar::from(rand[i]),
+        })
+        .collect()
+}
+
+#[test]
+fn z_expanded_from_its_split_form_is_z_and_evaluates_as_its_parts() {
+    let Some(ctx) = gpu_context() else { return };
+    let stream = Stream::new(&ctx).unwrap();
+    let gpu = CudaEvaluator::new(&ctx).unwrap();
+    for (n, inputs, seed) in [(1, 1, 1), (33, 2, 2), (1000, 3, 3), (70_001, 5, 4)] {
+        let z = mixed_z(n, seed);
+        let split = zkpipe_msm::SplitScalars::of(&z).unwrap();
+        let ones = DeviceBuffer::from_host(&ctx, split.ones()).unwrap();
+        let index = DeviceBuffer::from_host(&ctx, split.tail_index()).unwrap();
+        let tail = DeviceBuffer::from_host(&ctx, split.tail()).unwrap();
+        let mut dz = DeviceBuffer::<Fr>::alloc(&ctx, n).unwrap();
+        let parts = zkpipe_r1cs::DeviceSplitZ {
+            ones: &ones,
+            tail_index: &index,
+            tail: &tail,
+        };
+        gpu.expand_split(&stream, parts, &mut dz).unwrap();
+        stream.synchronize().unwrap();
+        assert_eq!(dz.to_vec().unwrap(), cast::scalars_as_fr(&z), "z of {n}");
+
+        // The recording evaluated on the whole z equals the host's on its parts.
+        if n <= inputs {
+            continue;
+        }
+        let t = random_with(300, inputs, n - inputs, seed);
+        let (zi, za) = z.split_at(inputs);
+        let za: Vec<Fr> = cast::scalars_as_fr(za).to_vec();
+        let want = host(&t.rec, zi, &za);
+        let dev = DeviceRecording::upload(&ctx, &t.rec).unwrap();
+        let mut outs: Vec<DeviceBuffer<Fr>> = (0..3)
+            .map(|_| DeviceBuffer::alloc(&ctx, 300).unwrap())
+            .collect();
+        let [a, b, c] = &mut outs[..] else {
+            unreachable!()
+        };
+        gpu.evaluate(&stream, &dev, DeviceZ::Whole(&dz), [a, b, c])
+            .unwrap();
+        stream.synchronize().unwrap();
+        for (m, (d, w)) in outs.iter().zip(&want).enumerate() {
+            assert_eq!(&d.to_vec().unwrap(), w, "matrix {m}, z of {n}");
+        }
+    }
+    // A bitmap of the wrong length is an error before any launch.
+    let ones = DeviceBuffer::<u32>::alloc(&ctx, 1).unwrap();
+    let none = DeviceBuffer::<u32>::alloc(&ctx, 0).unwrap();
+    let no_tail = DeviceBuffer::<Fr>::alloc(&ctx, 0).unwrap();
+    let mut z = DeviceBuffer::<Fr>::alloc(&ctx, 64).unwrap();
+    let split = zkpipe_r1cs::DeviceSplitZ {
+        ones: &ones,
+        tail_index: &none,
+        tail: &no_tail,
+    };
+    let err = gpu.expand_split(&stream, split, &mut z).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            RecordingError::WitnessShape {
+                what: "bitmap words",
+                expected: 2,
+                got: 1
             }
         ),
         "{err}"
