@@ -123,6 +123,23 @@ fn edge_constraints_give_the_witness_of_full_synthesis() {
     );
 }
 
+/// The bytes of `w`'s proof under `key` with fixed r and s.
+fn proof_bytes(
+    engine: &Engine,
+    key: &Arc<zkpipe_pipeline::ProvingKey>,
+    w: Witness,
+    r: Scalar,
+    s: Scalar,
+) -> Vec<u8> {
+    engine
+        .submit(key, w, Randomness::Fixed { r, s })
+        .unwrap()
+        .wait()
+        .unwrap()
+        .to_bytes()
+        .to_vec()
+}
+
 #[test]
 fn proofs_from_the_recorded_path_are_byte_identical() {
     let engine = Engine::start(Config::default().with_backend(Backend::Cpu)).unwrap();
@@ -133,15 +150,7 @@ fn proofs_from_the_recorded_path_are_byte_identical() {
         let rec = record(case.setup, id("random r1cs")).unwrap();
         let full = synthesize(case.circuit).unwrap();
         let recorded = synthesize_recorded(case.circuit, &rec, Default::default()).unwrap();
-        let prove = |w| {
-            engine
-                .submit(&key, w, Randomness::Fixed { r, s })
-                .unwrap()
-                .wait()
-                .unwrap()
-                .to_bytes()
-                .to_vec()
-        };
+        let prove = |w| proof_bytes(&engine, &key, w, r, s);
         assert_eq!(prove(recorded), prove(full), "case {i}: proof bytes");
     }
     let sha = sha(1, 3);
@@ -150,15 +159,7 @@ fn proofs_from_the_recorded_path_are_byte_identical() {
     let rec = record(sha.setup, id("sha256")).unwrap();
     let full = synthesize(sha.circuit.clone()).unwrap();
     let recorded = synthesize_recorded(sha.circuit, &rec, Default::default()).unwrap();
-    let proof = |w| {
-        engine
-            .submit(&key, w, Randomness::Fixed { r, s })
-            .unwrap()
-            .wait()
-            .unwrap()
-            .to_bytes()
-            .to_vec()
-    };
+    let proof = |w| proof_bytes(&engine, &key, w, r, s);
     assert_eq!(proof(recorded), proof(full), "sha256: proof bytes");
 }
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use zkpipe_cuda::{Context, DeviceBuffer, Stream};
 use zkpipe_field::{cast, Fr};
 
+use crate::error::same;
 use crate::kernels::{DeviceRows, RowKernel};
 pub use crate::kernels::{DeviceSplitZ, DeviceZ};
 use crate::{Matrix, Part, Recording, RecordingError, Shape};
@@ -119,16 +120,4 @@ impl CudaEvaluator {
         }
         Ok(())
     }
-}
-
-/// An error naming both lengths unless they are equal.
-fn same(what: &'static str, expected: usize, got: usize) -> Result<(), RecordingError> {
-    if expected == got {
-        return Ok(());
-    }
-    Err(RecordingError::WitnessShape {
-        what,
-        expected,
-        got,
-    })
 }

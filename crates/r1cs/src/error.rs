@@ -81,3 +81,15 @@ pub enum RecordingError {
     #[error("recording {path}: corrupt: {what}")]
     Corrupt { path: PathBuf, what: String },
 }
+
+/// An error naming both lengths unless they are equal.
+pub(crate) fn same(what: &'static str, expected: usize, got: usize) -> Result<(), RecordingError> {
+    if expected == got {
+        return Ok(());
+    }
+    Err(RecordingError::WitnessShape {
+        what,
+        expected,
+        got,
+    })
+}

@@ -4,6 +4,7 @@ use blstrs::Scalar;
 use rayon::prelude::*;
 use zkpipe_field::Fr;
 
+use crate::error::same;
 use crate::{Matrix, Recording, RecordingError, Row, MINUS_ONE, ONE};
 
 /// A witness: z = (inputs, aux), the constant one first among the inputs.
@@ -72,18 +73,6 @@ impl Recording {
         evaluate_matrix(m, &self.table, z, out);
         Ok(())
     }
-}
-
-/// An error naming both lengths unless they are equal.
-fn same(what: &'static str, expected: usize, got: usize) -> Result<(), RecordingError> {
-    if expected == got {
-        return Ok(());
-    }
-    Err(RecordingError::WitnessShape {
-        what,
-        expected,
-        got,
-    })
 }
 
 /// ⟨row i, z⟩ into `out[i]` for every row.

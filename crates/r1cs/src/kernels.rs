@@ -8,6 +8,7 @@ use zkpipe_cuda::{
 };
 use zkpipe_field::Fr;
 
+use crate::error::same;
 use crate::RecordingError;
 
 /// The compiled evaluation kernel.
@@ -212,16 +213,4 @@ impl RowKernel {
         }
         Ok(())
     }
-}
-
-/// An error naming both lengths unless they are equal.
-fn same(what: &'static str, expected: usize, got: usize) -> Result<(), RecordingError> {
-    if expected == got {
-        return Ok(());
-    }
-    Err(RecordingError::WitnessShape {
-        what,
-        expected,
-        got,
-    })
 }
