@@ -13,7 +13,7 @@
 //!   [`CudaEvaluator`]: the same on the device, from a [`DeviceRecording`] and the witness
 //!   already uploaded, into the device buffers the H step reads.
 //! - [`Recording::densities`]: the variables that the MSMs' queries take.
-//! - [`file`]: a recording saved next to the parameters, with a versioned header and a
+//! - [`file`](mod@file): a recording saved next to the parameters, with a versioned header and a
 //!   checksum, and read back checked (a damaged or foreign file is an error, never a wrong a,
 //!   b or c).
 
