@@ -44,7 +44,7 @@ pub mod verify;
 
 use std::path::PathBuf;
 
-pub use params::{LoadedKey, ParamsCache, Trust};
+pub use params::{LoadedKey, ParamsCache, Trust, CIRCUIT_SOURCE};
 pub use prover::{
     witness_bytes, PartitionReport, ProofOutput, ProveOptions, Prover, ReferenceOutput, Retry,
     Synthesis,

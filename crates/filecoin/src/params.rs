@@ -67,6 +67,10 @@ pub enum Trust {
 const RECORDED_DIGEST_EXT: &str = "zkpipe-digest";
 /// The recording of a parameter set's circuit (zkpipe-r1cs), beside its parameter file.
 const RECORDING_EXT: &str = "zkpipe-r1cs";
+/// The circuits' source, part of a recording's name: a recording made with other circuit code
+/// (another storage-proofs release) is of another circuit, although its parameter file may
+/// keep its name. Kept in step with the storage-proofs versions in Cargo.toml (and Cargo.lock).
+pub const CIRCUIT_SOURCE: &str = "storage-proofs-19.1.0";
 
 /// A proving key read from a parameter file, with what was done to read it.
 #[derive(Debug, Clone)]
@@ -178,8 +182,9 @@ impl ParamsCache {
 
     /// The recording of the circuit whose parameters `key` holds: resident, else read from
     /// the file beside the parameter file, else recorded from `circuit()` and written there.
-    /// The recording is named by the parameter file (its version and circuit identifier), so
-    /// that a recording of another circuit or version is never used. A file that cannot be
+    /// The recording is named by the parameter file (its version and circuit identifier) and
+    /// the circuit code ([`CIRCUIT_SOURCE`]), so that a recording of another circuit or
+    /// version is never used. A file that cannot be
     /// used (damaged, truncated, of another circuit or format version) is reported, then
     /// replaced by a fresh recording; a recording that cannot be written is reported and used.
     pub fn recording<C: bellperson::Circuit<Scalar>>(
@@ -192,7 +197,7 @@ impl ParamsCache {
             return Ok(Arc::clone(r));
         }
         let stem = key.path.file_stem().unwrap_or_default().to_string_lossy();
-        let id = CircuitId(stem.to_string());
+        let id = CircuitId(format!("{stem}@{CIRCUIT_SOURCE}"));
         let path = key.path.with_extension(RECORDING_EXT);
         let t = Instant::now();
         let rec = match zkpipe_r1cs::file::load(&path, &id) {

@@ -119,8 +119,8 @@ fn a_circuit_is_recorded_once_beside_its_parameters_and_a_damaged_recording_is_r
     );
     assert_eq!(
         first.id().0,
-        format!("v28-{id}"),
-        "named by the parameter file"
+        format!("v28-{id}@{}", zkpipe_filecoin::CIRCUIT_SOURCE),
+        "named by the parameter file and the circuit code"
     );
     let again = cache
         .recording(&key, || -> Result<Cube, FilecoinError> {
@@ -158,4 +158,26 @@ fn a_circuit_is_recorded_once_beside_its_parameters_and_a_damaged_recording_is_r
     );
     assert_eq!(fresh.matrices(), first.matrices());
     zkpipe_r1cs::file::load(&path, first.id()).expect("the file was replaced");
+
+    // A recording of other circuit code under the same file name: not used, recorded again.
+    let other = zkpipe_r1cs::Recording::from_parts(
+        zkpipe_r1cs::CircuitId(format!("v28-{id}@storage-proofs-0.0.0")),
+        first.shape(),
+        first.table().to_vec(),
+        first.matrices().map(Clone::clone),
+    )
+    .unwrap();
+    zkpipe_r1cs::file::save(&other, &path).unwrap();
+    let recorded = std::sync::atomic::AtomicBool::new(false);
+    ParamsCache::new(&d)
+        .recording(&key, || {
+            recorded.store(true, std::sync::atomic::Ordering::SeqCst);
+            Ok(cube())
+        })
+        .unwrap();
+    assert!(
+        recorded.load(std::sync::atomic::Ordering::SeqCst),
+        "another circuit's recording is not used"
+    );
+    zkpipe_r1cs::file::load(&path, first.id()).expect("the file was replaced again");
 }
