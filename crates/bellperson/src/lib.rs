@@ -98,6 +98,14 @@ fn eval(
     Ok(acc)
 }
 
+/// Appends an aux value; more aux variables than lent memory holds (the key's) mean a
+/// witness of another circuit, an error naming the numbers.
+fn push_aux(aux: &mut Scalars, value: Scalar) -> Result<Variable, SynthesisError> {
+    aux.push(value)
+        .map_err(|e| SynthesisError::IncompatibleLengthVector(e.to_string()))?;
+    Ok(Variable::new_unchecked(Index::Aux(aux.len() - 1)))
+}
+
 impl ConstraintSystem<Scalar> for Recorder {
     type Root = Self;
 
@@ -107,13 +115,10 @@ impl ConstraintSystem<Scalar> for Recorder {
         A: FnOnce() -> AR,
         AR: Into<String>,
     {
-        // More aux variables than lent memory holds (the key's): a witness of another circuit.
-        self.aux
-            .push(f()?)
-            .map_err(|e| SynthesisError::IncompatibleLengthVector(e.to_string()))?;
+        let v = push_aux(&mut self.aux, f()?)?;
         self.a_aux.push(false);
         self.b_aux.push(false);
-        Ok(Variable::new_unchecked(Index::Aux(self.aux.len() - 1)))
+        Ok(v)
     }
 
     fn alloc_input<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>

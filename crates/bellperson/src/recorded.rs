@@ -208,11 +208,7 @@ impl ConstraintSystem<Scalar> for WitnessSystem {
         A: FnOnce() -> AR,
         AR: Into<String>,
     {
-        // More aux variables than lent memory holds (the key's): a witness of another circuit.
-        self.aux
-            .push(f()?)
-            .map_err(|e| SynthesisError::IncompatibleLengthVector(e.to_string()))?;
-        Ok(Variable::new_unchecked(Index::Aux(self.aux.len() - 1)))
+        crate::push_aux(&mut self.aux, f()?)
     }
 
     fn alloc_input<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
