@@ -1,20 +1,52 @@
 // Kernels of zkpipe-r1cs: a, b and c evaluated from a recording and the witness on the device.
 
-// One thread a row of a recorded matrix: out[i] = sum over row i's entries k of
-// table[coefficients[k]] · z[columns[k]], where z = (inputs, aux) lies in two buffers.
-// Coefficient indices 0 and 1 are 1 and -1 (the table's first two entries): added or
-// subtracted without a product.
-KERNEL void r1cs_rows(const uint* __restrict__ starts, const uint* __restrict__ columns,
-                      const uint* __restrict__ coefficients, const FR* __restrict__ table,
-                      const FR* __restrict__ inputs, uint n_inputs, const FR* __restrict__ aux,
-                      uint rows, FR* __restrict__ out) {
+// z = (inputs, aux) in two buffers of values.
+struct ZParts {
+  const FR* __restrict__ inputs;
+  uint n_inputs;
+  const FR* __restrict__ aux;
+  DEVICE __forceinline__ FR at(uint col) const {
+    return col < n_inputs ? inputs[col] : aux[col - n_inputs];
+  }
+};
+
+// z in the split form the MSMs take (zkpipe-msm's SplitScalars): z[col] is 1 where bit col of
+// `ones` is set, the tail's next value where bit col of `tail_bits` is set (the tail holds the
+// other nonzero values in increasing order of their variable; tail_prefix[w] counts the tail
+// bits of the words before w), and 0 elsewhere.
+struct ZSplit {
+  const uint* __restrict__ ones;
+  const uint* __restrict__ tail_bits;
+  const uint* __restrict__ tail_prefix;
+  const FR* __restrict__ tail;
+  DEVICE __forceinline__ FR at(uint col) const {
+    const uint w = col >> 5;
+    const uint bit = 1u << (col & 31u);
+    if (ones[w] & bit) return FR_(ONE);
+    const uint t = tail_bits[w];
+    if (!(t & bit)) return FR_(ZERO);
+    return tail[tail_prefix[w] + __popc(t & (bit - 1u))];
+  }
+};
+
+// One thread a row of a recorded matrix, for `rows` rows from `first_row` on:
+// out[first_row + i] = sum over row i's entries k of table[coefficients[k]] · z[columns[k]].
+// `starts` holds the rows' rows + 1 offsets into the whole matrix's entries, of which
+// `columns` and `coefficients` hold those from `entry_base` on (the whole matrix when it is
+// resident, one chunk of rows when it is streamed). Coefficient indices 0 and 1 are 1 and -1
+// (the table's first two entries): added or subtracted without a product.
+template <class Z>
+DEVICE __forceinline__ void r1cs_row(const uint* __restrict__ starts, uint entry_base,
+                                     const uint* __restrict__ columns,
+                                     const uint* __restrict__ coefficients,
+                                     const FR* __restrict__ table, const Z& z, uint rows,
+                                     uint first_row, FR* __restrict__ out) {
   const uint i = GET_GLOBAL_ID();
   if (i >= rows) return;
   FR acc = FR_(ZERO);
-  const uint end = starts[i + 1];
-  for (uint k = starts[i]; k < end; k++) {
-    const uint col = columns[k];
-    const FR v = col < n_inputs ? inputs[col] : aux[col - n_inputs];
+  const uint end = starts[i + 1] - entry_base;
+  for (uint k = starts[i] - entry_base; k < end; k++) {
+    const FR v = z.at(columns[k]);
     const uint c = coefficients[k];
     if (c == 0u) {
       acc = zk_fr_add(acc, v);
@@ -24,22 +56,24 @@ KERNEL void r1cs_rows(const uint* __restrict__ starts, const uint* __restrict__ 
       acc = zk_fr_add(acc, zk_fr_mul(v, table[c]));
     }
   }
-  out[i] = acc;
+  out[first_row + i] = acc;
 }
 
-// z from its split form (zkpipe-msm's SplitScalars, which the MSMs upload anyway): z[i] is 1
-// where bit i of `ones` is set and 0 elsewhere; r1cs_z_tail then writes the other values.
-KERNEL void r1cs_z_ones(const uint* __restrict__ ones, uint len, FR* __restrict__ z) {
-  const uint i = GET_GLOBAL_ID();
-  if (i >= len) return;
-  z[i] = ((ones[i >> 5] >> (i & 31u)) & 1u) ? FR_(ONE) : FR_(ZERO);
+KERNEL void r1cs_rows(const uint* __restrict__ starts, uint entry_base,
+                      const uint* __restrict__ columns, const uint* __restrict__ coefficients,
+                      const FR* __restrict__ table, const FR* __restrict__ inputs, uint n_inputs,
+                      const FR* __restrict__ aux, uint rows, uint first_row,
+                      FR* __restrict__ out) {
+  const ZParts z = {inputs, n_inputs, aux};
+  r1cs_row(starts, entry_base, columns, coefficients, table, z, rows, first_row, out);
 }
 
-// z[index[k]] = tail[k] for k < count (indices at or past len are skipped).
-KERNEL void r1cs_z_tail(const uint* __restrict__ index, const FR* __restrict__ tail, uint count,
-                        uint len, FR* __restrict__ z) {
-  const uint k = GET_GLOBAL_ID();
-  if (k >= count) return;
-  const uint i = index[k];
-  if (i < len) z[i] = tail[k];
+KERNEL void r1cs_rows_split(const uint* __restrict__ starts, uint entry_base,
+                            const uint* __restrict__ columns,
+                            const uint* __restrict__ coefficients, const FR* __restrict__ table,
+                            const uint* __restrict__ ones, const uint* __restrict__ tail_bits,
+                            const uint* __restrict__ tail_prefix, const FR* __restrict__ tail,
+                            uint rows, uint first_row, FR* __restrict__ out) {
+  const ZSplit z = {ones, tail_bits, tail_prefix, tail};
+  r1cs_row(starts, entry_base, columns, coefficients, table, z, rows, first_row, out);
 }

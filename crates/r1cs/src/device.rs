@@ -1,5 +1,7 @@
 //! A recording on the device, and a, b, c evaluated there from a witness already uploaded, so
-//! that they never exist on the host or cross PCIe.
+//! that they never exist on the host or cross PCIe. The matrices are either resident
+//! ([`DeviceRecording`]) or streamed a chunk of rows at a time from the host
+//! ([`StreamedRecording`]) when the device cannot keep them.
 
 use std::sync::Arc;
 
@@ -7,8 +9,8 @@ use zkpipe_cuda::{Context, DeviceBuffer, Stream};
 use zkpipe_field::{cast, Fr};
 
 use crate::error::same;
-use crate::kernels::{DeviceRows, RowKernel};
-pub use crate::kernels::{DeviceSplitZ, DeviceZ};
+use crate::kernels::{DeviceRows, RowKernel, RowRange};
+pub use crate::kernels::{DeviceSplitZ, DeviceTailLookup, DeviceZ, TailLookup};
 use crate::{Matrix, Part, Recording, RecordingError, Shape};
 
 /// A recording's matrices and coefficient table in device memory.
@@ -43,7 +45,7 @@ impl DeviceRecording {
         self.shape
     }
 
-    /// Device bytes held.
+    /// Device bytes held: [`Recording::bytes`] of the recording it holds.
     pub fn bytes(&self) -> usize {
         let rows: usize = self
             .rows
@@ -54,14 +56,92 @@ impl DeviceRecording {
     }
 }
 
+/// Device room for evaluating a recording that stays on the host: its coefficient table, and
+/// one chunk of rows at a time, copied in before the chunk is evaluated.
+#[derive(Debug)]
+pub struct StreamedRecording {
+    rec: Arc<Recording>,
+    table: DeviceBuffer<Fr>,
+    chunk: DeviceRows,
+}
+
+impl StreamedRecording {
+    /// Room on `ctx`'s device for `rec` in chunks of up to `entries` entries (or the
+    /// longest row's, when longer).
+    pub fn new(
+        ctx: &Arc<Context>,
+        rec: Arc<Recording>,
+        entries: usize,
+    ) -> Result<Self, RecordingError> {
+        let entries = Self::chunk_entries(&rec, entries);
+        Ok(Self {
+            table: DeviceBuffer::from_host(ctx, cast::scalars_as_fr(rec.table()))?,
+            chunk: DeviceRows {
+                starts: DeviceBuffer::alloc(ctx, entries + 1)?,
+                columns: DeviceBuffer::alloc(ctx, entries)?,
+                coefficients: DeviceBuffer::alloc(ctx, entries)?,
+            },
+            rec,
+        })
+    }
+
+    /// The entries a chunk holds when `entries` are asked for.
+    fn chunk_entries(rec: &Recording, entries: usize) -> usize {
+        entries.max(rec.longest_row()).max(1)
+    }
+
+    /// Device bytes [`StreamedRecording::new`] takes for `rec` with `entries`.
+    pub fn bytes_for(rec: &Recording, entries: usize) -> usize {
+        let entries = Self::chunk_entries(rec, entries);
+        4 * (3 * entries + 1) + 32 * rec.table().len()
+    }
+
+    /// The recording it evaluates.
+    pub fn recording(&self) -> &Arc<Recording> {
+        &self.rec
+    }
+
+    /// The next chunk of `m`'s rows from row `first` on: as many as its room holds.
+    fn next_chunk(&self, m: &Matrix, first: usize) -> RowRange {
+        let starts = m.parts().starts;
+        let room = self.chunk.columns.len();
+        let base = starts[first] as usize;
+        // Rows whose entries all fit: the last row end at most room past the base, and no more
+        // rows than the offsets' room.
+        let limit = first + room.min(m.rows() - first);
+        let end = first + starts[first + 1..=limit].partition_point(|&s| s as usize - base <= room);
+        RowRange {
+            first,
+            rows: end - first,
+            entry_base: base,
+            entries: starts[end] as usize - base,
+        }
+    }
+}
+
 /// Evaluates recordings on one device.
 #[derive(Debug)]
 pub struct CudaEvaluator {
     kernel: RowKernel,
 }
 
+/// The lengths of z and of the output against the recording's shape.
+fn check_lengths(
+    shape: Shape,
+    z: DeviceZ<'_>,
+    out: &DeviceBuffer<Fr>,
+) -> Result<(), RecordingError> {
+    let (inputs, aux) = z.lengths(shape.inputs);
+    if let DeviceZ::Split(split) = z {
+        same("variables", shape.variables(), split.len())?;
+    }
+    same("inputs", shape.inputs, inputs)?;
+    same("aux variables", shape.aux, aux)?;
+    same("evaluations", shape.constraints, out.len())
+}
+
 impl CudaEvaluator {
-    /// Loads the evaluation kernel on `ctx`'s device.
+    /// Loads the evaluation kernels on `ctx`'s device.
     pub fn new(ctx: &Arc<Context>) -> Result<Self, RecordingError> {
         Ok(Self {
             kernel: RowKernel::load(ctx)?,
@@ -79,32 +159,53 @@ impl CudaEvaluator {
         z: DeviceZ<'_>,
         out: &mut DeviceBuffer<Fr>,
     ) -> Result<(), RecordingError> {
-        let shape = rec.shape;
-        if let DeviceZ::Whole(whole) = z {
-            same("variables", shape.variables(), whole.len())?;
-        }
-        let (inputs, aux) = z.lengths(shape.inputs);
-        same("inputs", shape.inputs, inputs)?;
-        same("aux variables", shape.aux, aux)?;
-        same("evaluations", shape.constraints, out.len())?;
-        let rows = match part {
-            Part::A => &rec.rows[0],
-            Part::B => &rec.rows[1],
-            Part::C => &rec.rows[2],
+        check_lengths(rec.shape, z, out)?;
+        let rows = &rec.rows[part.index()];
+        let range = RowRange {
+            first: 0,
+            rows: rec.shape.constraints,
+            entry_base: 0,
+            entries: rows.columns.len(),
         };
-        self.kernel.launch(stream, rows, &rec.table, z, out)
+        self.kernel.launch(stream, rows, range, &rec.table, z, out)
     }
 
-    /// Enqueues z (inputs then aux, `z.len()` variables) from its split form, so that the
-    /// witness the MSMs take crosses PCIe once: the evaluation then reads
-    /// [`DeviceZ::Whole`]`(z)`.
-    pub fn expand_split(
+    /// As [`CudaEvaluator::evaluate_part`] for a recording on the host: each chunk of rows is
+    /// copied into `room` and evaluated on `stream`, which is synchronized before the next
+    /// copy and when it returns.
+    pub fn evaluate_part_streamed(
         &self,
         stream: &Stream,
-        split: DeviceSplitZ<'_>,
-        z: &mut DeviceBuffer<Fr>,
+        room: &mut StreamedRecording,
+        part: Part,
+        z: DeviceZ<'_>,
+        out: &mut DeviceBuffer<Fr>,
     ) -> Result<(), RecordingError> {
-        self.kernel.expand(stream, split, z)
+        let rec = Arc::clone(&room.rec);
+        check_lengths(rec.shape(), z, out)?;
+        let m = rec.matrices()[part.index()];
+        let p = m.parts();
+        let mut first = 0;
+        while first < m.rows() {
+            let range = room.next_chunk(m, first);
+            let entries = range.entry_base..range.entry_base + range.entries;
+            // The chunk's room is read by the launch before: it must be done.
+            stream.synchronize()?;
+            let chunk = &mut room.chunk;
+            chunk
+                .starts
+                .copy_from_host_at(0, &p.starts[first..=first + range.rows])?;
+            chunk
+                .columns
+                .copy_from_host_at(0, &p.columns[entries.clone()])?;
+            chunk
+                .coefficients
+                .copy_from_host_at(0, &p.coefficients[entries])?;
+            self.kernel
+                .launch(stream, &room.chunk, range, &room.table, z, out)?;
+            first += range.rows;
+        }
+        Ok(stream.synchronize()?)
     }
 
     /// Enqueues a, b and c at z into `out` on `stream` (see [`CudaEvaluator::evaluate_part`]).

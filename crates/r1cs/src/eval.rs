@@ -41,6 +41,17 @@ pub enum Part {
     C,
 }
 
+impl Part {
+    /// Its place in [`Recording::matrices`].
+    pub(crate) fn index(self) -> usize {
+        match self {
+            Part::A => 0,
+            Part::B => 1,
+            Part::C => 2,
+        }
+    }
+}
+
 /// Rows a task evaluates.
 const ROWS_PER_TASK: usize = 1 << 12;
 
@@ -65,12 +76,7 @@ impl Recording {
         same("inputs", shape.inputs, z.inputs.len())?;
         same("aux variables", shape.aux, z.aux.len())?;
         same("evaluations", shape.constraints, out.len())?;
-        let m = match part {
-            Part::A => &self.a,
-            Part::B => &self.b,
-            Part::C => &self.c,
-        };
-        evaluate_matrix(m, &self.table, z, out);
+        evaluate_matrix(self.matrices()[part.index()], &self.table, z, out);
         Ok(())
     }
 }

@@ -28,7 +28,10 @@ use blstrs::Scalar;
 use zkpipe_msm::Density;
 
 pub use build::{RecordingBuilder, Variable};
-pub use device::{CudaEvaluator, DeviceRecording, DeviceSplitZ, DeviceZ};
+pub use device::{
+    CudaEvaluator, DeviceRecording, DeviceSplitZ, DeviceTailLookup, DeviceZ, StreamedRecording,
+    TailLookup,
+};
 pub use error::RecordingError;
 pub use eval::{Assignment, Evaluations, Part};
 
@@ -106,6 +109,16 @@ impl Matrix {
         }
     }
 
+    /// The most entries a row has.
+    pub fn longest_row(&self) -> usize {
+        use rayon::prelude::*;
+        self.starts
+            .par_windows(2)
+            .map(|w| (w[1] - w[0]) as usize)
+            .max()
+            .unwrap_or(0)
+    }
+
     /// The row offsets, the columns and the coefficient indices, for a device upload.
     pub fn parts(&self) -> MatrixParts<'_> {
         MatrixParts {
@@ -148,6 +161,7 @@ pub struct Recording {
     b: Matrix,
     c: Matrix,
     densities: Densities,
+    longest_row: usize,
 }
 
 /// Indices of the coefficients every table starts with: evaluation adds or subtracts where
@@ -179,6 +193,11 @@ impl Recording {
     /// The variables the MSMs take.
     pub fn densities(&self) -> &Densities {
         &self.densities
+    }
+
+    /// The most entries a row of any matrix has.
+    pub fn longest_row(&self) -> usize {
+        self.longest_row
     }
 
     /// Bytes held by the matrices and the table (the densities aside).
@@ -219,6 +238,11 @@ impl Recording {
         [a, b, c]: [Matrix; 3],
     ) -> Self {
         let densities = densities(shape, &a, &b);
+        let longest_row = [&a, &b, &c]
+            .iter()
+            .map(|m| m.longest_row())
+            .max()
+            .unwrap_or(0);
         Self {
             id,
             shape,
@@ -227,6 +251,7 @@ impl Recording {
             b,
             c,
             densities,
+            longest_row,
         }
     }
 }

@@ -10,8 +10,9 @@ use zkpipe_cuda::testing::gpu_context;
 use zkpipe_cuda::{DeviceBuffer, Stream};
 use zkpipe_field::{cast, Fr};
 use zkpipe_r1cs::{
-    Assignment, CircuitId, CudaEvaluator, DeviceRecording, DeviceZ, Evaluations, Recording,
-    RecordingBuilder, RecordingError, Variable,
+    Assignment, CircuitId, CudaEvaluator, DeviceRecording, DeviceSplitZ, DeviceTailLookup, DeviceZ,
+    Evaluations, Part, Recording, RecordingBuilder, RecordingError, StreamedRecording, TailLookup,
+    Variable,
 };
 
 fn host(rec: &Recording, inputs: &[Scalar], aux: &[Fr]) -> [Vec<Fr>; 3] {
@@ -121,7 +122,7 @@ fn edge_rows_and_wrong_lengths_on_the_device() {
         aux: &short,
     };
     let err = gpu
-        .evaluate_part(&stream, &dev, zkpipe_r1cs::Part::A, bad, &mut outs[0])
+        .evaluate_part(&stream, &dev, Part::A, bad, &mut outs[0])
         .unwrap_err();
     assert!(
         matches!(
@@ -136,7 +137,7 @@ fn edge_rows_and_wrong_lengths_on_the_device() {
     );
     let mut wrong = DeviceBuffer::<Fr>::alloc(&ctx, 5).unwrap();
     let err = gpu
-        .evaluate_part(&stream, &dev, zkpipe_r1cs::Part::B, z, &mut wrong)
+        .evaluate_part(&stream, &dev, Part::B, z, &mut wrong)
         .unwrap_err();
     assert!(
         matches!(
@@ -163,60 +164,82 @@ fn mixed_z(n: usize, seed: u64) -> Vec<Scalar> {
         .collect()
 }
 
+/// Evaluates `rec` at the split z on the device: resident, and streamed in chunks of
+/// `chunk` entries; both must equal `want`.
+fn evaluate_split_both_ways(
+    ctx: &std::sync::Arc<zkpipe_cuda::Context>,
+    rec: &std::sync::Arc<Recording>,
+    z: DeviceZ<'_>,
+    chunk: usize,
+    want: &[Vec<Fr>; 3],
+) {
+    let stream = Stream::new(ctx).unwrap();
+    let gpu = CudaEvaluator::new(ctx).unwrap();
+    let n = rec.shape().constraints;
+    let dev = DeviceRecording::upload(ctx, rec).unwrap();
+    let mut room = StreamedRecording::new(ctx, std::sync::Arc::clone(rec), chunk).unwrap();
+    for (m, part) in [Part::A, Part::B, Part::C].into_iter().enumerate() {
+        let mut resident = DeviceBuffer::<Fr>::alloc(ctx, n).unwrap();
+        gpu.evaluate_part(&stream, &dev, part, z, &mut resident)
+            .unwrap();
+        let mut streamed = DeviceBuffer::<Fr>::alloc(ctx, n).unwrap();
+        gpu.evaluate_part_streamed(&stream, &mut room, part, z, &mut streamed)
+            .unwrap();
+        stream.synchronize().unwrap();
+        let first = |d: &DeviceBuffer<Fr>| {
+            let got = d.to_vec().unwrap();
+            got.iter().zip(&want[m]).position(|(g, w)| g != w)
+        };
+        assert_eq!(
+            first(&resident),
+            None,
+            "matrix {m} resident: first row that differs"
+        );
+        assert_eq!(
+            first(&streamed),
+            None,
+            "matrix {m} in chunks of {chunk}: first row that differs"
+        );
+    }
+}
+
 #[test]
-fn z_expanded_from_its_split_form_is_z_and_evaluates_as_its_parts() {
+fn the_split_witness_evaluates_as_its_values_resident_and_streamed() {
     let Some(ctx) = gpu_context() else { return };
-    let stream = Stream::new(&ctx).unwrap();
-    let gpu = CudaEvaluator::new(&ctx).unwrap();
-    for (n, inputs, seed) in [(1, 1, 1), (33, 2, 2), (1000, 3, 3), (70_001, 5, 4)] {
+    // z of one variable, of a word and one, and across many words; chunks from the longest
+    // row (1) to more than the matrix.
+    for (n, inputs, rows, chunk, seed) in [
+        (1, 1, 1, 1, 1),
+        (33, 2, 300, 1, 2),
+        (1000, 3, 300, 17, 3),
+        (70_001, 5, 5000, 4096, 4),
+        (70_001, 5, 5000, 1 << 20, 5),
+    ] {
         let z = mixed_z(n, seed);
         let split = zkpipe_msm::SplitScalars::of(&z).unwrap();
+        let lookup = TailLookup::of(&split);
         let ones = DeviceBuffer::from_host(&ctx, split.ones()).unwrap();
-        let index = DeviceBuffer::from_host(&ctx, split.tail_index()).unwrap();
         let tail = DeviceBuffer::from_host(&ctx, split.tail()).unwrap();
-        let mut dz = DeviceBuffer::<Fr>::alloc(&ctx, n).unwrap();
-        let parts = zkpipe_r1cs::DeviceSplitZ {
-            ones: &ones,
-            tail_index: &index,
-            tail: &tail,
-        };
-        gpu.expand_split(&stream, parts, &mut dz).unwrap();
-        stream.synchronize().unwrap();
-        assert_eq!(dz.to_vec().unwrap(), cast::scalars_as_fr(&z), "z of {n}");
-
-        // The recording evaluated on the whole z equals the host's on its parts.
-        if n <= inputs {
-            continue;
-        }
-        let t = random_with(300, inputs, n - inputs, seed);
+        let d_lookup = DeviceTailLookup::upload(&ctx, &lookup).unwrap();
+        let dz = DeviceZ::Split(DeviceSplitZ::new(&ones, &d_lookup, &tail).unwrap());
+        let t = random_with(rows, inputs, n - inputs, seed);
         let (zi, za) = z.split_at(inputs);
         let za: Vec<Fr> = cast::scalars_as_fr(za).to_vec();
         let want = host(&t.rec, zi, &za);
-        let dev = DeviceRecording::upload(&ctx, &t.rec).unwrap();
-        let mut outs: Vec<DeviceBuffer<Fr>> = (0..3)
-            .map(|_| DeviceBuffer::alloc(&ctx, 300).unwrap())
-            .collect();
-        let [a, b, c] = &mut outs[..] else {
-            unreachable!()
-        };
-        gpu.evaluate(&stream, &dev, DeviceZ::Whole(&dz), [a, b, c])
-            .unwrap();
-        stream.synchronize().unwrap();
-        for (m, (d, w)) in outs.iter().zip(&want).enumerate() {
-            assert_eq!(&d.to_vec().unwrap(), w, "matrix {m}, z of {n}");
-        }
+        let rec = std::sync::Arc::new(t.rec);
+        evaluate_split_both_ways(&ctx, &rec, dz, chunk, &want);
     }
-    // A bitmap of the wrong length is an error before any launch.
-    let ones = DeviceBuffer::<u32>::alloc(&ctx, 1).unwrap();
-    let none = DeviceBuffer::<u32>::alloc(&ctx, 0).unwrap();
-    let no_tail = DeviceBuffer::<Fr>::alloc(&ctx, 0).unwrap();
-    let mut z = DeviceBuffer::<Fr>::alloc(&ctx, 64).unwrap();
-    let split = zkpipe_r1cs::DeviceSplitZ {
-        ones: &ones,
-        tail_index: &none,
-        tail: &no_tail,
-    };
-    let err = gpu.expand_split(&stream, split, &mut z).unwrap_err();
+}
+
+#[test]
+fn split_parts_of_other_lengths_are_refused_before_any_launch() {
+    let Some(ctx) = gpu_context() else { return };
+    let z = mixed_z(64, 9);
+    let split = zkpipe_msm::SplitScalars::of(&z).unwrap();
+    let d_lookup = DeviceTailLookup::upload(&ctx, &TailLookup::of(&split)).unwrap();
+    let tail = DeviceBuffer::from_host(&ctx, split.tail()).unwrap();
+    let short_ones = DeviceBuffer::<u32>::alloc(&ctx, 1).unwrap();
+    let err = DeviceSplitZ::new(&short_ones, &d_lookup, &tail).unwrap_err();
     assert!(
         matches!(
             err,
@@ -224,6 +247,40 @@ fn z_expanded_from_its_split_form_is_z_and_evaluates_as_its_parts() {
                 what: "bitmap words",
                 expected: 2,
                 got: 1
+            }
+        ),
+        "{err}"
+    );
+    let ones = DeviceBuffer::from_host(&ctx, split.ones()).unwrap();
+    let short_tail = DeviceBuffer::<Fr>::alloc(&ctx, split.tail().len() - 1).unwrap();
+    let err = DeviceSplitZ::new(&ones, &d_lookup, &short_tail).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            RecordingError::WitnessShape {
+                what: "tail values",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // z of 64 variables against a recording of 65: refused with both numbers.
+    let dz = DeviceZ::Split(DeviceSplitZ::new(&ones, &d_lookup, &tail).unwrap());
+    let t = random_with(10, 2, 63, 9);
+    let stream = Stream::new(&ctx).unwrap();
+    let gpu = CudaEvaluator::new(&ctx).unwrap();
+    let dev = DeviceRecording::upload(&ctx, &t.rec).unwrap();
+    let mut out = DeviceBuffer::<Fr>::alloc(&ctx, 10).unwrap();
+    let err = gpu
+        .evaluate_part(&stream, &dev, Part::C, dz, &mut out)
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            RecordingError::WitnessShape {
+                what: "variables",
+                expected: 65,
+                got: 64
             }
         ),
         "{err}"
