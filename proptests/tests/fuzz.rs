@@ -277,6 +277,7 @@ fn any_witness() -> impl Strategy<Value = zkpipe_pipeline::Witness> {
                 a_aux_density: da,
                 b_input_density: dbi,
                 b_aux_density: db,
+                recording: None,
             }
         })
 }

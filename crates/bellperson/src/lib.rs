@@ -241,6 +241,7 @@ pub fn synthesize_lent<C: Circuit<Scalar>>(
         a_aux_density: Density::from_bools(cs.a_aux),
         b_input_density: Density::from_bools(cs.b_input),
         b_aux_density: Density::from_bools(cs.b_aux),
+        recording: None,
     })
 }
 

@@ -1,14 +1,15 @@
 //! The recorded path: a circuit's constraints recorded once ([`record`]), then for each proof
 //! its witness alone ([`synthesize_recorded`]): `enforce` does nothing, `alloc` runs the
-//! closures, and a, b and c come from the recording.
+//! closures, and the engine evaluates a, b and c from the recording.
 
 use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
 use blstrs::Scalar;
 use ff::Field;
-use zkpipe_pipeline::{LentWitness, ProveError, Scalars, Witness};
+use std::sync::Arc;
+
+use zkpipe_pipeline::{ProveError, Scalars, Witness};
 use zkpipe_r1cs::{
-    Assignment, CircuitId, Part, Recording, RecordingBuilder, RecordingError, Shape,
-    Variable as R1csVariable,
+    CircuitId, Recording, RecordingBuilder, RecordingError, Shape, Variable as R1csVariable,
 };
 
 /// Why the recorded path failed.
@@ -47,21 +48,17 @@ pub fn record<C: Circuit<Scalar>>(circuit: C, id: CircuitId) -> Result<Recording
     Ok(cs.builder.finish(id)?)
 }
 
-/// Synthesizes `circuit`'s witness alone and evaluates a, b and c from `recording`, into the
-/// memory of `room` (lent by the engine, or empty vectors). The witness equals
-/// [`crate::synthesize_lent`]'s. A circuit whose numbers of inputs, aux variables or
-/// constraints differ from the recording's is refused with both numbers.
+/// Synthesizes `circuit`'s witness alone, into `aux` (memory lent by the engine,
+/// [`zkpipe_pipeline::Engine::lend_aux`], or an empty vector): the witness carries
+/// `recording`, from which the engine evaluates a, b and c (on the device, into the H step's
+/// vectors). Its inputs and aux values equal [`crate::synthesize_lent`]'s, and
+/// [`Witness::evaluated`] gives its a, b and c on the host. A circuit whose numbers of inputs,
+/// aux variables or constraints differ from the recording's is refused with both numbers.
 pub fn synthesize_recorded<C: Circuit<Scalar>>(
     circuit: C,
-    recording: &Recording,
-    room: LentWitness,
+    recording: &Arc<Recording>,
+    aux: Scalars,
 ) -> Result<Witness, RecordedError> {
-    let LentWitness {
-        mut a,
-        mut b,
-        mut c,
-        aux,
-    } = room;
     let mut cs = WitnessSystem {
         input: Vec::new(),
         aux,
@@ -76,24 +73,15 @@ pub fn synthesize_recorded<C: Circuit<Scalar>>(
         constraints: cs.constraints + cs.input.len(),
     };
     check_shape(recording, got)?;
-    let z = Assignment {
-        inputs: &cs.input,
-        aux: cs.aux.as_fr(),
-    };
-    let n = got.constraints;
-    for (part, v) in [(Part::A, &mut a), (Part::B, &mut b), (Part::C, &mut c)] {
-        recording.evaluate_part(part, z, v.append_slots(n)?)?;
-    }
     let densities = recording.densities().clone();
     Ok(Witness {
-        a,
-        b,
-        c,
         input: cs.input,
         aux: cs.aux,
         a_aux_density: densities.a_aux,
         b_input_density: densities.b_input,
         b_aux_density: densities.b_aux,
+        recording: Some(Arc::clone(recording)),
+        ..Witness::default()
     })
 }
 

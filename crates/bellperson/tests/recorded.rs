@@ -21,8 +21,11 @@ fn id(name: &str) -> CircuitId {
     CircuitId(name.to_string())
 }
 
-/// Every part of two witnesses equal.
+/// Every part of two witnesses equal: a recorded witness's a, b and c evaluated on the host
+/// from its recording.
 fn assert_same(got: &Witness, want: &Witness, what: &str) {
+    let got = &got.clone().evaluated().unwrap();
+    assert!(got.recording.is_none(), "{what}: evaluated");
     assert_eq!(got.a.to_vec(), want.a.to_vec(), "{what}: a");
     assert_eq!(got.b.to_vec(), want.b.to_vec(), "{what}: b");
     assert_eq!(got.c.to_vec(), want.c.to_vec(), "{what}: c");
@@ -45,7 +48,7 @@ fn assert_same(got: &Witness, want: &Witness, what: &str) {
 /// Records `circuit` (from its setup shape, values absent), then checks the recorded
 /// witness against full synthesis.
 fn check<C: Circuit<Scalar> + Clone>(setup: C, circuit: C, what: &str) {
-    let rec = record(setup, id(what)).unwrap();
+    let rec = Arc::new(record(setup, id(what)).unwrap());
     let want = synthesize(circuit.clone()).unwrap();
     let got = synthesize_recorded(circuit, &rec, Default::default()).unwrap();
     assert_eq!(rec.shape().constraints, want.a.len(), "{what}: constraints");
@@ -109,7 +112,7 @@ impl Circuit<Scalar> for Edges {
 fn edge_constraints_give_the_witness_of_full_synthesis() {
     let x = Scalar::from(9u64);
     check(Edges { x: None }, Edges { x: Some(x) }, "edges");
-    let rec = record(Edges { x: None }, id("edges")).unwrap();
+    let rec = Arc::new(record(Edges { x: None }, id("edges")).unwrap());
     let [a, b, c] = rec.matrices();
     // The empty row and the cancelled terms are not stored; the input is in C only.
     assert_eq!(
@@ -147,7 +150,7 @@ fn proofs_from_the_recorded_path_are_byte_identical() {
     for (i, case) in cases.into_iter().enumerate() {
         let key = Arc::new(proving_key_unchecked(&params(case.setup, 20 + i as u64)).unwrap());
         let (r, s) = rs(30 + i as u64);
-        let rec = record(case.setup, id("random r1cs")).unwrap();
+        let rec = Arc::new(record(case.setup, id("random r1cs")).unwrap());
         let full = synthesize(case.circuit).unwrap();
         let recorded = synthesize_recorded(case.circuit, &rec, Default::default()).unwrap();
         let prove = |w| proof_bytes(&engine, &key, w, r, s);
@@ -156,7 +159,7 @@ fn proofs_from_the_recorded_path_are_byte_identical() {
     let sha = sha(1, 3);
     let key = Arc::new(proving_key_unchecked(&params(sha.setup.clone(), 40)).unwrap());
     let (r, s) = rs(41);
-    let rec = record(sha.setup, id("sha256")).unwrap();
+    let rec = Arc::new(record(sha.setup, id("sha256")).unwrap());
     let full = synthesize(sha.circuit.clone()).unwrap();
     let recorded = synthesize_recorded(sha.circuit, &rec, Default::default()).unwrap();
     let proof = |w| proof_bytes(&engine, &key, w, r, s);
@@ -165,7 +168,7 @@ fn proofs_from_the_recorded_path_are_byte_identical() {
 
 #[test]
 fn a_circuit_of_another_shape_is_refused_with_the_numbers() {
-    let rec = record(random_r1cs(100, 1).setup, id("r1cs-100")).unwrap();
+    let rec = Arc::new(record(random_r1cs(100, 1).setup, id("r1cs-100")).unwrap());
     let other = random_r1cs(101, 1).circuit;
     let err = synthesize_recorded(other, &rec, Default::default()).unwrap_err();
     match err {
@@ -182,7 +185,7 @@ fn a_circuit_of_another_shape_is_refused_with_the_numbers() {
     }
     // A circuit that fails its own synthesis (a missing value) keeps that error.
     let c = cube(2);
-    let rec = record(c.setup, id("cube")).unwrap();
+    let rec = Arc::new(record(c.setup, id("cube")).unwrap());
     let err = synthesize_recorded(c.setup, &rec, Default::default()).unwrap_err();
     assert!(
         matches!(
@@ -199,9 +202,9 @@ fn a_recording_read_back_from_a_file_gives_the_same_witness() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("sha.r1cs");
     let s = sha(1, 5);
-    let rec = record(s.setup.clone(), id("sha256-1")).unwrap();
+    let rec = Arc::new(record(s.setup.clone(), id("sha256-1")).unwrap());
     zkpipe_r1cs::file::save(&rec, &path).unwrap();
-    let back = zkpipe_r1cs::file::load(&path, &id("sha256-1")).unwrap();
+    let back = Arc::new(zkpipe_r1cs::file::load(&path, &id("sha256-1")).unwrap());
     let want = synthesize(s.circuit.clone()).unwrap();
     let got = synthesize_recorded(s.circuit, &back, Default::default()).unwrap();
     assert_same(&got, &want, "sha256 from a file");

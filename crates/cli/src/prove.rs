@@ -9,10 +9,11 @@ use blstrs::{Bls12, Scalar};
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
 use serde_json::json;
 use zkpipe_bellperson::circuits::RandomR1cs;
 use zkpipe_bellperson::{proving_key_unchecked, synthesize};
-use zkpipe_pipeline::testgen::{random_key, Shape, WitnessSource};
+use zkpipe_pipeline::testgen::{random_key, recorded_witness, Shape, WitnessSource};
 use zkpipe_pipeline::{read_params, read_params_unchecked};
 
 use crate::exit::Failure;
@@ -92,6 +93,20 @@ pub struct Args {
     /// Threads making witnesses beside the engine, as a service's synthesis would run.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub producers: u16,
+    /// What a generated witness carries: a, b and c (evaluations), or the circuit's
+    /// recording and the aux values alone, from which the engine evaluates a, b and c on the
+    /// device (recorded; the circuit is testgen's recorded one, satisfied by the witness).
+    #[arg(long, value_enum, default_value_t = WitnessArg::Evaluations, conflicts_with = "params")]
+    pub witness: WitnessArg,
+}
+
+/// What a generated witness carries (`--witness`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WitnessArg {
+    /// a, b and c, uploaded by the engine.
+    Evaluations,
+    /// The recording and the aux values: a, b and c evaluated on the device.
+    Recorded,
 }
 
 type Error = Box<dyn std::error::Error>;
@@ -103,6 +118,9 @@ enum Witnesses {
     Copies(Witness),
     /// Generated, Filecoin-shaped.
     Generated(WitnessSource),
+    /// Copies of one generated witness of the recorded path (its aux values copied into lent
+    /// memory, its recording shared).
+    Recorded(Witness),
 }
 
 impl Witnesses {
@@ -123,6 +141,20 @@ impl Witnesses {
                 g.witness_in_lent(room).map_err(|e| e.to_string())
             }
             Witnesses::Generated(g) => Ok(g.witness()),
+            Witnesses::Recorded(w) if memory == WitnessMemory::Lent => {
+                let mut aux = engine.lend_aux(key, LEND_WAIT).map_err(|e| e.to_string())?;
+                let values = w.aux.as_fr();
+                aux.append_slots(values.len())
+                    .map_err(|e| e.to_string())?
+                    .par_chunks_mut(1 << 16)
+                    .zip(values.par_chunks(1 << 16))
+                    .for_each(|(d, s)| d.copy_from_slice(s));
+                Ok(Witness {
+                    aux,
+                    ..recorded_shell(w)
+                })
+            }
+            Witnesses::Recorded(w) => Ok(w.clone()),
         }
     }
 
@@ -133,7 +165,20 @@ impl Witnesses {
         match self {
             Witnesses::Copies(_) => 0,
             Witnesses::Generated(_) => sets * 4 * (32usize << log_n),
+            Witnesses::Recorded(_) => sets * (32usize << log_n),
         }
+    }
+}
+
+/// `w` without its aux values (a copy of the rest: inputs, densities, the recording shared).
+fn recorded_shell(w: &Witness) -> Witness {
+    Witness {
+        input: w.input.clone(),
+        a_aux_density: w.a_aux_density.clone(),
+        b_input_density: w.b_input_density.clone(),
+        b_aux_density: w.b_aux_density.clone(),
+        recording: w.recording.clone(),
+        ..Witness::default()
     }
 }
 
@@ -196,7 +241,10 @@ fn job(a: &Args) -> Result<Job, Error> {
         let shape = Shape::filecoin(a.k);
         let t = Instant::now();
         let key = random_key(&shape, 1)?;
-        let w = WitnessSource::new(&shape, 2);
+        let witnesses = match a.witness {
+            WitnessArg::Evaluations => Witnesses::Generated(WitnessSource::new(&shape, 2)),
+            WitnessArg::Recorded => Witnesses::Recorded(recorded_witness(&shape, 2)?),
+        };
         crate::say!(
             "key of random points for 2^{} ({:.1} GiB; Filecoin-shaped witness, {} aux; proofs will not verify): made in {:.1} s",
             a.k,
@@ -204,9 +252,22 @@ fn job(a: &Args) -> Result<Job, Error> {
             shape.aux,
             t.elapsed().as_secs_f64()
         );
+        if let Witnesses::Recorded(w) = &witnesses {
+            if let Some(rec) = &w.recording {
+                let nnz = rec.matrices().map(|m| m.nonzeros());
+                crate::say!(
+                    "recorded witness: a recording of {:.2} GiB ({} constraints, nonzeros A {} B {} C {}); a, b and c evaluated on the device",
+                    rec.bytes() as f64 / GIB,
+                    rec.shape().constraints,
+                    nnz[0],
+                    nnz[1],
+                    nnz[2]
+                );
+            }
+        }
         Ok(Job {
             key,
-            witnesses: Witnesses::Generated(w),
+            witnesses,
             inputs: None,
         })
     }
@@ -481,7 +542,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     // Under a generated key no proof can verify: the engine's check before return is off, and
     // the proofs are compared with the CPU's instead (where that is done).
     let cfg = match witnesses {
-        Witnesses::Generated(_) => cfg.with_proof_check(ProofCheck::Off),
+        Witnesses::Generated(_) | Witnesses::Recorded(_) => cfg.with_proof_check(ProofCheck::Off),
         _ => cfg,
     };
     let key = Arc::new(key);
@@ -497,7 +558,10 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         cfg.pinned_witness.max(witnesses.pinned_bytes(log_n, 3))
     };
     let engine = Engine::start(cfg.with_pinned_witness(pinned_witness)).map_err(Failure::start)?;
-    let lend = engine.on_gpu() && pin && !a.cpu && matches!(witnesses, Witnesses::Generated(_));
+    let lend = engine.on_gpu()
+        && pin
+        && !a.cpu
+        && matches!(witnesses, Witnesses::Generated(_) | Witnesses::Recorded(_));
     let witness_memory = match lend {
         true => WitnessMemory::Lent,
         false => WitnessMemory::Owned,
@@ -516,10 +580,20 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         // The lent sets are page-locked once, before the clock starts, as a service does at
         // start-up (a fresh pinned allocation costs about 0.5 s per GiB on the H200).
         let t = Instant::now();
-        let sets: Vec<_> = (0..3)
-            .map(|_| engine.lend_witness(&key, LEND_WAIT))
-            .collect::<Result<_, _>>()?;
-        drop(sets);
+        match witnesses {
+            Witnesses::Recorded(_) => {
+                let sets: Vec<_> = (0..3)
+                    .map(|_| engine.lend_aux(&key, LEND_WAIT))
+                    .collect::<Result<_, _>>()?;
+                drop(sets);
+            }
+            _ => {
+                let sets: Vec<_> = (0..3)
+                    .map(|_| engine.lend_witness(&key, LEND_WAIT))
+                    .collect::<Result<_, _>>()?;
+                drop(sets);
+            }
+        }
         crate::say!(
             "witness memory: {:.2} GiB page-locked in {:.2} s",
             witnesses.pinned_bytes(log_n, 3) as f64 / GIB,

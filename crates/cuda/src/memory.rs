@@ -313,6 +313,18 @@ impl<T: Pod> DeviceBuffer<T> {
         unsafe { mem::dtod_async(dst, src.ptr, bytes, stream.raw()) }
     }
 
+    /// Enqueues a fill of the elements from `offset` to the end with zero bytes.
+    pub fn zero_from_async(&mut self, offset: usize, stream: &Stream) -> Result<()> {
+        let count = self.len.saturating_sub(offset);
+        let (dst, bytes) = self.range("zero fill", offset, count)?;
+        if bytes == 0 {
+            return Ok(());
+        }
+        self.ctx.bind()?;
+        // SAFETY: the checked range of live device memory.
+        unsafe { mem::memset_async(dst, 0, bytes, stream.raw()) }
+    }
+
     /// Enqueues a fill of the whole buffer with zero bytes.
     pub fn zero_async(&mut self, stream: &Stream) -> Result<()> {
         if self.len == 0 {

@@ -4,6 +4,7 @@
 //! joined in partition order into filecoin-proofs' bytes.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bellperson::Circuit;
@@ -203,7 +204,7 @@ impl Prover {
             for _ in 0..threads {
                 let tx = tx.clone();
                 let (next, stop, key, make) = (&next, &stop, &key, &make);
-                let recording = recording.as_deref();
+                let recording = recording.as_ref();
                 scope.spawn(move || loop {
                     let k = next.fetch_add(1, Ordering::SeqCst);
                     if k >= count || stop.load(Ordering::SeqCst) {
@@ -219,7 +220,7 @@ impl Prover {
             drop(tx);
             for submitted in rx {
                 let outcome = submitted
-                    .and_then(|s| self.wait_checked(engine, &key, recording.as_deref(), s, &make));
+                    .and_then(|s| self.wait_checked(engine, &key, recording.as_ref(), s, &make));
                 match outcome {
                     Ok((proof, report)) => {
                         let k = report.partition;
@@ -274,7 +275,7 @@ impl Prover {
         &self,
         engine: &Engine,
         key: &LoadedKey,
-        recording: Option<&Recording>,
+        recording: Option<&Arc<Recording>>,
         k: usize,
         make: &F,
     ) -> Result<Submitted, FilecoinError>
@@ -288,18 +289,23 @@ impl Prover {
             source,
         };
         let part = catch("building the partition's circuit", Some(k), || make(k))??;
-        let room = engine
-            .lend_witness(&key.key, LEND_WAIT)
-            .map_err(prove_err)?;
         let witness = match recording {
-            None => catch("synthesis", Some(k), || {
-                zkpipe_bellperson::synthesize_lent(part.circuit, room)
-            })?
-            .map_err(|source| synthesis_error(key, k, source))?,
-            Some(rec) => catch("synthesis", Some(k), || {
-                zkpipe_bellperson::synthesize_recorded(part.circuit, rec, room)
-            })?
-            .map_err(|source| recorded_error(key, k, source))?,
+            None => {
+                let room = engine
+                    .lend_witness(&key.key, LEND_WAIT)
+                    .map_err(prove_err)?;
+                catch("synthesis", Some(k), || {
+                    zkpipe_bellperson::synthesize_lent(part.circuit, room)
+                })?
+                .map_err(|source| synthesis_error(key, k, source))?
+            }
+            Some(rec) => {
+                let aux = engine.lend_aux(&key.key, LEND_WAIT).map_err(prove_err)?;
+                catch("synthesis", Some(k), || {
+                    zkpipe_bellperson::synthesize_recorded(part.circuit, rec, aux)
+                })?
+                .map_err(|source| recorded_error(key, k, source))?
+            }
         };
         if let Some(expected) = &part.expected_inputs {
             let got = witness.input.get(1..).unwrap_or_default();
@@ -311,7 +317,7 @@ impl Prover {
                 });
             }
         }
-        let constraints = witness.a.len();
+        let constraints = witness.constraints();
         let synthesis_ms = started.elapsed().as_secs_f64() * 1e3;
         let handle = engine
             .submit(&key.key, witness, self.options.randomness)
@@ -331,7 +337,7 @@ impl Prover {
         &self,
         engine: &Engine,
         key: &LoadedKey,
-        recording: Option<&Recording>,
+        recording: Option<&Arc<Recording>>,
         s: Submitted,
         make: &F,
     ) -> Result<(Proof, PartitionReport), FilecoinError>

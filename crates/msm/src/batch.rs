@@ -105,6 +105,11 @@ impl DeviceSplit {
     pub fn host(&self) -> &SplitScalars {
         &self.host
     }
+
+    /// The tail's scalars on the device.
+    pub fn device_tail(&self) -> &DeviceBuffer<Fr> {
+        &self.tail
+    }
 }
 
 /// A query's bitmaps on the device ([`SplitQuery::bitmaps`]).

@@ -136,8 +136,27 @@ impl CudaNtt {
         bufs: &mut HStepBuffers,
         c: Pinned<'_, Fr>,
     ) -> Result<(), NttError> {
+        crate::check_batch([bufs.len(), c.len()].into_iter())?;
+        copy_scope(|sc| {
+            self.h_step_three_with(bufs, |stream, b| -> Result<(), NttError> {
+                sc.upload(stream, c, b, 0)?;
+                Ok(())
+            })
+        })?
+    }
+
+    /// As [`CudaNtt::h_step_three_in`], with c written into b's buffer by `c_into` (the
+    /// NTT's stream and the buffer), once the pass that reads b is enqueued: whatever it
+    /// enqueues on the stream runs after that pass and before c's transform (a, b and c
+    /// evaluated on the device from a recording, say). When it returns, the stream's work is
+    /// done, on every path.
+    pub fn h_step_three_with<E: From<NttError>>(
+        &self,
+        bufs: &mut HStepBuffers,
+        c_into: impl FnOnce(&zkpipe_cuda::Stream, &mut DeviceBuffer<Fr>) -> Result<(), E>,
+    ) -> Result<(), E> {
         let n = bufs.len();
-        crate::check_batch([n, bufs.b.len(), c.len(), bufs.scratch.len()].into_iter())?;
+        crate::check_batch([n, bufs.b.len(), bufs.scratch.len()].into_iter())?;
         let d = Domain::for_len(n)?;
         let g = coset_generator();
         let scale = d.n_inv * vanishing_inverse_on_coset(&d, g);
@@ -145,7 +164,7 @@ impl CudaNtt {
         let over_z = self.shift_tables(&d, Scalar::ONE, scale)?;
         let from_coset = self.shift_tables(&d, g_inv, scale)?;
         let HStepBuffers { a, b, scratch, .. } = bufs;
-        let ran = copy_scope(|sc| -> Result<(), NttError> {
+        let ran = (|| -> Result<(), E> {
             self.to_coset(&d, a, scratch, FirstPass::ToRun)?;
             self.to_coset(&d, b, scratch, FirstPass::ToRun)?;
             // a·b on the coset, interpolated: times g^-e/(n·Z).
@@ -156,16 +175,15 @@ impl CudaNtt {
             };
             self.passes(&d, a, scratch, Direction::Inverse, last)?;
             // c into b's buffer, on the NTT stream: after the pass that read b.
-            sc.upload(&self.stream, c, b, 0)?;
+            c_into(&self.stream, b)?;
             let c_over_z = Fused::scaled(ScaleAt::Output(&over_z));
             self.passes(&d, b, scratch, Direction::Inverse, c_over_z)?;
-            self.k.sub(&self.stream, a, b)
-        });
-        // On every path: nothing is handed back while a kernel may still use it (the scope
-        // has waited for the copy).
+            Ok(self.k.sub(&self.stream, a, b)?)
+        })();
+        // On every path: nothing is handed back while a kernel may still use it.
         let waited = self.stream.synchronize();
-        ran??;
-        waited?;
+        ran?;
+        waited.map_err(NttError::from)?;
         Ok(())
     }
 

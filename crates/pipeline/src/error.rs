@@ -126,6 +126,13 @@ pub enum ProveError {
     /// ([`crate::Config::proof_check`]): the bytes are withheld.
     #[error("job {job}: the proof failed its check against the key and the public inputs ({fault}); it was not returned")]
     ProofRejected { job: u64, fault: ProofFault },
+    /// A witness of the recorded path whose part is not its recording's (see
+    /// [`crate::Witness::recording`]).
+    #[error("the witness's {what} is not that of its recording (circuit {circuit})")]
+    NotTheRecording { circuit: String, what: &'static str },
+    /// a, b and c could not be evaluated from the recording on the host.
+    #[error("evaluating a, b and c from the recording: {source}")]
+    Evaluation { source: zkpipe_r1cs::RecordingError },
     /// The job queue stayed full for the whole wait of [`crate::Engine::submit_timeout`].
     #[error("the job queue stayed full for {waited_ms} ms; job not accepted")]
     QueueFull { waited_ms: u128 },
@@ -189,6 +196,9 @@ pub enum DeviceFault {
     /// A copy between host and device.
     #[error(transparent)]
     Stream(zkpipe_stream::Error),
+    /// a, b and c evaluated from a recording.
+    #[error(transparent)]
+    Evaluation(zkpipe_r1cs::RecordingError),
     /// Page-locked host memory.
     #[error(transparent)]
     Pinned(zkpipe_pinned::Error),
@@ -212,6 +222,7 @@ impl DeviceFault {
             DeviceFault::Ntt(e) => e.driver_error(),
             DeviceFault::Stream(e) => e.driver_error(),
             DeviceFault::Pinned(e) => e.driver_error(),
+            DeviceFault::Evaluation(zkpipe_r1cs::RecordingError::Device(e)) => Some(e),
             _ => None,
         }
     }
@@ -227,6 +238,12 @@ impl DeviceFault {
 impl From<zkpipe_cuda::Error> for DeviceFault {
     fn from(e: zkpipe_cuda::Error) -> Self {
         DeviceFault::Driver(e)
+    }
+}
+
+impl From<zkpipe_r1cs::RecordingError> for DeviceFault {
+    fn from(e: zkpipe_r1cs::RecordingError) -> Self {
+        DeviceFault::Evaluation(e)
     }
 }
 

@@ -57,5 +57,8 @@ pub use params::{read_params, read_params_unchecked, ParamsError, PointProblem};
 pub use proof::{check, verify, Proof, PROOF_BYTES};
 #[cfg(feature = "fault-injection")]
 pub mod inject;
-pub use stats::{EngineStats, JobMemoryUse, JobReport, KeyPlacement, PlanReport, Stage, StageTime};
+pub use stats::{
+    EngineStats, JobMemoryUse, JobReport, KeyPlacement, MatricesPlacement, PlanReport, Stage,
+    StageTime,
+};
 pub use witness::{LentWitness, PinnedScalars, Scalars, Witness};

@@ -24,7 +24,7 @@ pub(crate) const MIN_CHUNK: usize = 1 << 10;
 pub(crate) struct DeviceLoad {
     /// The budget's capacity.
     pub capacity: usize,
-    /// Bytes of a resident key (0 when bases are streamed).
+    /// Bytes held resident: the key's (0 when bases are streamed) and a recording's.
     pub resident_key: usize,
     /// NTT table bytes of one worker for the job's domain; every worker may keep its own.
     pub tables: usize,
@@ -64,7 +64,8 @@ impl HStep {
 pub(crate) struct JobShape {
     /// Domain size.
     pub n: usize,
-    /// Device bytes of the split witness (tail and query bitmaps).
+    /// Device bytes of the split witness (tail and query bitmaps) and, for a recorded job,
+    /// what its evaluation reads besides (z's lookup, a streamed recording's room).
     pub split: usize,
     /// The most points one MSM of the job sums (a chunk larger than this is never needed).
     pub largest_msm: usize,

@@ -135,6 +135,9 @@ impl JobReport {
 #[strum(serialize_all = "snake_case")]
 #[non_exhaustive]
 pub enum Stage {
+    /// a, b and c evaluated from the circuit's recording (a recorded job; in the three-vector
+    /// H step, c's evaluation counts in the H step).
+    Evaluate,
     /// The H polynomial (its NTTs and pointwise steps).
     HStep,
     /// H's MSM.
@@ -177,6 +180,18 @@ pub struct PlanReport {
     pub chunk: usize,
     pub bases: KeyPlacement,
     pub memory: JobMemoryUse,
+    /// Where a recorded job's matrices were read from; `None` when a, b and c came with the
+    /// witness.
+    pub matrices: Option<MatricesPlacement>,
+}
+
+/// Where a recorded job's matrices were read from ([`crate::Witness::recording`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MatricesPlacement {
+    /// Resident on the device.
+    Resident,
+    /// Copied from the host a chunk of rows at a time.
+    Streamed,
 }
 
 /// Where a job's key points were.
@@ -220,6 +235,15 @@ impl std::fmt::Display for PlanReport {
             }
             JobMemoryUse::PerJob { jobs_at_once } => {
                 write!(f, ", memory per job, {jobs_at_once} jobs side by side")
+            }
+        }?;
+        match self.matrices {
+            None => Ok(()),
+            Some(MatricesPlacement::Resident) => {
+                f.write_str(", a, b, c evaluated from the resident recording")
+            }
+            Some(MatricesPlacement::Streamed) => {
+                f.write_str(", a, b, c evaluated from the recording streamed from the host")
             }
         }
     }
@@ -347,6 +371,7 @@ mod tests {
             chunk: 1 << 23,
             bases,
             memory,
+            matrices: None,
         };
         let kept = plan(
             KeyPlacement::Resident,
@@ -395,6 +420,7 @@ mod tests {
     #[test]
     fn stage_names_are_the_reports_names() {
         let names = [
+            (Stage::Evaluate, "evaluate"),
             (Stage::HStep, "h_step"),
             (Stage::MsmH, "msm_h"),
             (Stage::MsmL, "msm_l"),

@@ -273,6 +273,7 @@ impl WitnessSource {
             a_aux_density: self.a_density.clone(),
             b_input_density: self.b_input_density.clone(),
             b_aux_density: self.b_density.clone(),
+            recording: None,
         }
     }
 }
@@ -294,6 +295,107 @@ fn fill(v: &mut Scalars, pool: &[Scalar], len: usize) -> Result<(), ProveError> 
 fn spread(len: usize, selected: usize) -> Density {
     let upto = |i: usize| (i as u128 * selected as u128 / len.max(1) as u128) as usize;
     Density::from_bools((0..len).map(|i| upto(i + 1) > upto(i)).collect())
+}
+
+/// A witness of the recorded path ([`Witness::recording`]) for `shape`, whose densities are
+/// the shape's (so that [`random_key`] fits it), with z as [`random_witness`]'s (inputs
+/// random, aux values 0 or 1 but one in 16 random) and a circuit it satisfies, every
+/// coefficient 1 or 2 as in Filecoin's circuits (mostly ±1):
+/// - seven rows in eight: (sum of A-dense aux variables) · 1 = (the same sum), the A-dense
+///   variables spread over them;
+/// - the others: 0 · (2 · B-dense aux variables + inputs) = 0;
+/// - then `input · 1 = 0` for each input, as synthesis lays it out.
+///
+/// The matrices are built directly, row by row: seconds at 2^27 constraints.
+pub fn recorded_witness(shape: &Shape, seed: u64) -> Result<Witness, zkpipe_r1cs::RecordingError> {
+    use zkpipe_r1cs::{CircuitId, Matrix, Recording, Shape as R1csShape, ONE};
+    const TWO: u32 = 2;
+    let n = 1usize << shape.log_n;
+    let constraints = (n - n / 16).max(n / 2 + 1).min(n);
+    let (k, aux) = (shape.inputs, shape.aux);
+    let rows = constraints.saturating_sub(k);
+    let r2 = (rows / 8).max(1).min(rows);
+    let r1 = rows - r2;
+    let (a_dense, b_dense) = (shape.a_density(), shape.b_density());
+    let col = |j: usize| (k + j) as u32;
+    let mut m = [0; 3].map(|_| CsrBuilder::default());
+    // (sum of A-dense aux) · 1 = (the same sum).
+    for r in 0..r1 {
+        let terms = (r..aux)
+            .step_by(r1.max(1))
+            .filter(|&j| a_dense.is_selected(j));
+        for j in terms {
+            m[0].push(col(j), ONE);
+            m[2].push(col(j), ONE);
+        }
+        m[1].push(0, ONE);
+        m.iter_mut().for_each(CsrBuilder::end_row);
+    }
+    // 0 · (2 · B-dense aux + inputs) = 0.
+    for r in 0..r2 {
+        for i in (r..k).step_by(r2).filter(|&i| i > 0 || r1 == 0) {
+            m[1].push(i as u32, ONE);
+        }
+        for j in (r..aux).step_by(r2).filter(|&j| b_dense.is_selected(j)) {
+            m[1].push(col(j), TWO);
+        }
+        m.iter_mut().for_each(CsrBuilder::end_row);
+    }
+    // input · 1 = 0.
+    for i in 0..k {
+        m[0].push(i as u32, ONE);
+        m.iter_mut().for_each(CsrBuilder::end_row);
+    }
+    let table = vec![Scalar::ONE, -Scalar::ONE, Scalar::from(2u64)];
+    let id = CircuitId(format!("testgen-{}-{k}-{aux}", shape.log_n));
+    let r1cs_shape = R1csShape {
+        inputs: k,
+        aux,
+        constraints: rows + k,
+    };
+    let rec = Recording::from_parts(id, r1cs_shape, table, m.map(CsrBuilder::finish))?;
+    let rec = std::sync::Arc::new(rec);
+    let mut input = vec![Scalar::ONE];
+    input.extend(scalars(k.saturating_sub(1), seed ^ 9));
+    let d = rec.densities().clone();
+    return Ok(Witness {
+        input,
+        aux: zkpipe_msm::testgen::mixed(aux, seed ^ 5).into(),
+        a_aux_density: d.a_aux,
+        b_input_density: d.b_input,
+        b_aux_density: d.b_aux,
+        recording: Some(rec),
+        ..Witness::default()
+    });
+
+    /// A matrix's arrays, row by row.
+    #[derive(Default)]
+    struct CsrBuilder {
+        starts: Vec<u32>,
+        columns: Vec<u32>,
+        coefficients: Vec<u32>,
+    }
+
+    impl CsrBuilder {
+        fn push(&mut self, column: u32, coefficient: u32) {
+            if self.starts.is_empty() {
+                self.starts.push(0);
+            }
+            self.columns.push(column);
+            self.coefficients.push(coefficient);
+        }
+
+        fn end_row(&mut self) {
+            if self.starts.is_empty() {
+                self.starts.push(0);
+            }
+            self.starts.push(self.columns.len() as u32);
+        }
+
+        fn finish(self) -> Matrix {
+            Matrix::from_arrays(self.starts, self.columns, self.coefficients)
+        }
+    }
 }
 
 #[cfg(test)]

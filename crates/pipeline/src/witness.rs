@@ -6,6 +6,10 @@ use zkpipe_field::{cast, Fr};
 use zkpipe_msm::Density;
 use zkpipe_pinned::PooledBuffer;
 
+use std::sync::Arc;
+
+use zkpipe_r1cs::Recording;
+
 use crate::{ProveError, ProvingKey};
 
 /// One vector of a witness: the evaluations of one of the A, B, C polynomials at each
@@ -255,6 +259,10 @@ pub struct LentWitness {
 /// The synthesized circuit of one proof (bellperson's `ProvingAssignment`): the evaluations
 /// of the A, B and C polynomials at each constraint (input constraints included), the
 /// assignment, and which variables occur in A and B.
+///
+/// With a [`Recording`] of the circuit (the recorded path), a, b and c stay empty: the engine
+/// evaluates them from the assignment, on the device into the H step's vectors (they never
+/// exist on the host or cross PCIe), or on the host's cores for the CPU backend.
 #[derive(Debug, Clone, Default)]
 pub struct Witness {
     /// A(x) at each constraint; padded with zeros to the key's domain size by the prover.
@@ -273,6 +281,8 @@ pub struct Witness {
     pub b_input_density: Density,
     /// Aux variables that occur in some B combination.
     pub b_aux_density: Density,
+    /// The circuit's recording, when the engine evaluates a, b and c (which are then empty).
+    pub recording: Option<Arc<Recording>>,
 }
 
 fn shape(what: &'static str, expected: usize, got: usize) -> Result<(), ProveError> {
@@ -288,13 +298,21 @@ fn shape(what: &'static str, expected: usize, got: usize) -> Result<(), ProveErr
 
 impl Witness {
     /// Checks every length against the key; the error names what differs and by how much.
+    /// With a recording: a, b and c must be empty, and the inputs, aux values and densities
+    /// those of the recording's circuit.
     pub fn check(&self, key: &ProvingKey) -> Result<(), ProveError> {
         let n = key.domain_size();
-        shape("b evaluations (as many as a)", self.a.len(), self.b.len())?;
-        shape("c evaluations (as many as a)", self.a.len(), self.c.len())?;
-        if self.a.len() > n || (n > 1 && self.a.len() <= n / 2) {
+        match &self.recording {
+            None => {
+                shape("b evaluations (as many as a)", self.a.len(), self.b.len())?;
+                shape("c evaluations (as many as a)", self.a.len(), self.c.len())?;
+            }
+            Some(rec) => self.check_recorded(rec)?,
+        }
+        let constraints = self.constraints();
+        if constraints > n || (n > 1 && constraints <= n / 2) {
             return Err(ProveError::Constraints {
-                constraints: self.a.len(),
+                constraints,
                 domain: n,
             });
         }
@@ -331,6 +349,73 @@ impl Witness {
 
     /// Number of constraints (input constraints included).
     pub fn constraints(&self) -> usize {
-        self.a.len()
+        match &self.recording {
+            Some(rec) => rec.shape().constraints,
+            None => self.a.len(),
+        }
     }
+
+    /// The witness with a, b and c evaluated on the host's cores from its recording (the form
+    /// full synthesis gives; the recording is dropped); a witness without one is returned as
+    /// it is.
+    pub fn evaluated(mut self) -> Result<Self, ProveError> {
+        if let Some(rec) = self.recording.take() {
+            let [a, b, c] = evaluate_recording(&rec, &self.input, self.aux.as_fr())?;
+            [self.a, self.b, self.c] = [a.into(), b.into(), c.into()];
+        }
+        Ok(self)
+    }
+
+    /// A witness of the recorded path: no a, b or c beside the recording (the engine would
+    /// not know which to use), the recording's inputs and aux variables, and its densities
+    /// (which the MSMs take).
+    fn check_recorded(&self, rec: &Recording) -> Result<(), ProveError> {
+        for (what, v) in [
+            ("a evaluations beside a recording", &self.a),
+            ("b evaluations beside a recording", &self.b),
+            ("c evaluations beside a recording", &self.c),
+        ] {
+            shape(what, 0, v.len())?;
+        }
+        let s = rec.shape();
+        shape(
+            "public inputs (the recording's)",
+            s.inputs,
+            self.input.len(),
+        )?;
+        shape("aux variables (the recording's)", s.aux, self.aux.len())?;
+        let d = rec.densities();
+        for (what, ours, theirs) in [
+            ("A aux density", &self.a_aux_density, &d.a_aux),
+            ("B input density", &self.b_input_density, &d.b_input),
+            ("B aux density", &self.b_aux_density, &d.b_aux),
+        ] {
+            if ours != theirs {
+                return Err(ProveError::NotTheRecording {
+                    circuit: rec.id().to_string(),
+                    what,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// a, b and c from `rec` at z = (inputs, aux), on every core.
+pub(crate) fn evaluate_recording(
+    rec: &Recording,
+    inputs: &[Scalar],
+    aux: &[Fr],
+) -> Result<[Vec<Scalar>; 3], ProveError> {
+    let n = rec.shape().constraints;
+    let mut out = [0; 3].map(|_| vec![Scalar::from(0u64); n]);
+    let [a, b, c] = &mut out;
+    let into = zkpipe_r1cs::Evaluations {
+        a: cast::scalars_as_fr_mut(a),
+        b: cast::scalars_as_fr_mut(b),
+        c: cast::scalars_as_fr_mut(c),
+    };
+    rec.evaluate(zkpipe_r1cs::Assignment { inputs, aux }, into)
+        .map_err(|source| ProveError::Evaluation { source })?;
+    Ok(out)
 }

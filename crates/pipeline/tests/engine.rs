@@ -512,3 +512,51 @@ fn gamma_at_infinity_and_bad_verifying_key_points_are_refused() {
     );
     assert!(zkpipe_pipeline::PreparedVerifyingKey::new(&parts.vk).is_ok());
 }
+
+/// The recorded path on the CPU: a witness carrying its recording proves as the same witness
+/// with a, b and c evaluated beforehand; a witness whose parts are not its recording's is
+/// refused at submission, naming the part.
+#[test]
+fn a_recorded_witness_proves_as_its_evaluated_form_and_bad_ones_are_refused() {
+    use zkpipe_pipeline::testgen::recorded_witness;
+    let sh = Shape {
+        log_n: 8,
+        inputs: 3,
+        aux: 240,
+        a_every: 8,
+        b_every: 3,
+    };
+    let key = std::sync::Arc::new(zkpipe_pipeline::testgen::random_key(&sh, 3).unwrap());
+    let w = recorded_witness(&sh, 4).unwrap();
+    let engine = Engine::start(
+        Config::default()
+            .with_backend(Backend::Cpu)
+            .with_proof_check(ProofCheck::Off),
+    )
+    .unwrap();
+    let fixed = Randomness::Fixed {
+        r: Scalar::from(5u64),
+        s: Scalar::from(6u64),
+    };
+    let prove = |w| engine.submit(&key, w, fixed).unwrap().wait().unwrap();
+    let evaluated = w.clone().evaluated().unwrap();
+    assert!(evaluated.recording.is_none() && evaluated.a.len() == w.constraints());
+    assert_eq!(
+        prove(w.clone()).to_bytes(),
+        prove(evaluated.clone()).to_bytes()
+    );
+
+    let refused = |w, what: &str| {
+        let err = engine.submit(&key, w, fixed).unwrap_err();
+        assert!(err.to_string().contains(what), "{what}: {err}");
+    };
+    let mut both = w.clone();
+    both.a = evaluated.a.clone();
+    refused(both, "a evaluations beside a recording");
+    let mut density = w.clone();
+    density.b_aux_density = density.a_aux_density.clone();
+    refused(density, "B aux density");
+    let mut short = w.clone();
+    short.aux.pop();
+    refused(short, "aux variables");
+}

@@ -148,9 +148,9 @@ impl CudaEvaluator {
         })
     }
 
-    /// Enqueues one matrix's evaluation at z into `out` on `stream` (one value a
-    /// constraint); z's lengths must be the recording's. The caller keeps every buffer
-    /// until the stream is synchronized.
+    /// Enqueues one matrix's evaluation at z into `out` on `stream`: one value a constraint,
+    /// then zeros to `out`'s end (the H step's padding to its domain). z's lengths must be the
+    /// recording's. The caller keeps every buffer until the stream is synchronized.
     pub fn evaluate_part(
         &self,
         stream: &Stream,
@@ -167,7 +167,9 @@ impl CudaEvaluator {
             entry_base: 0,
             entries: rows.columns.len(),
         };
-        self.kernel.launch(stream, rows, range, &rec.table, z, out)
+        self.kernel
+            .launch(stream, rows, range, &rec.table, z, out)?;
+        Ok(out.zero_from_async(rec.shape.constraints, stream)?)
     }
 
     /// As [`CudaEvaluator::evaluate_part`] for a recording on the host: each chunk of rows is
@@ -205,6 +207,7 @@ impl CudaEvaluator {
                 .launch(stream, &room.chunk, range, &room.table, z, out)?;
             first += range.rows;
         }
+        out.zero_from_async(m.rows(), stream)?;
         Ok(stream.synchronize()?)
     }
 

@@ -194,6 +194,12 @@ impl<'a> DeviceSplitZ<'a> {
         })
     }
 
+    /// Device bytes a z of `variables` needs besides its tail values: the ones bitmap, the
+    /// tail's bitmap and its ranks.
+    pub fn lookup_bytes(variables: usize) -> usize {
+        3 * 4 * variables.div_ceil(32)
+    }
+
     /// The number of variables.
     pub fn len(&self) -> usize {
         self.len

@@ -135,9 +135,9 @@ fn edge_rows_and_wrong_lengths_on_the_device() {
         ),
         "{err}"
     );
-    let mut wrong = DeviceBuffer::<Fr>::alloc(&ctx, 5).unwrap();
+    let mut short_out = DeviceBuffer::<Fr>::alloc(&ctx, 3).unwrap();
     let err = gpu
-        .evaluate_part(&stream, &dev, Part::B, z, &mut wrong)
+        .evaluate_part(&stream, &dev, Part::B, z, &mut short_out)
         .unwrap_err();
     assert!(
         matches!(
@@ -145,7 +145,7 @@ fn edge_rows_and_wrong_lengths_on_the_device() {
             RecordingError::WitnessShape {
                 what: "evaluations",
                 expected: 4,
-                got: 5
+                got: 3
             }
         ),
         "{err}"
@@ -178,11 +178,18 @@ fn evaluate_split_both_ways(
     let n = rec.shape().constraints;
     let dev = DeviceRecording::upload(ctx, rec).unwrap();
     let mut room = StreamedRecording::new(ctx, std::sync::Arc::clone(rec), chunk).unwrap();
+    // Outputs longer than the constraints, holding garbage: padded with zeros.
+    let pad = 37;
+    let garbage = vec![Fr::from(Scalar::from(5u64)); n + pad];
+    let mut want = want.clone();
+    for w in &mut want {
+        w.resize(n + pad, Fr::default());
+    }
     for (m, part) in [Part::A, Part::B, Part::C].into_iter().enumerate() {
-        let mut resident = DeviceBuffer::<Fr>::alloc(ctx, n).unwrap();
+        let mut resident = DeviceBuffer::from_host(ctx, &garbage).unwrap();
         gpu.evaluate_part(&stream, &dev, part, z, &mut resident)
             .unwrap();
-        let mut streamed = DeviceBuffer::<Fr>::alloc(ctx, n).unwrap();
+        let mut streamed = DeviceBuffer::from_host(ctx, &garbage).unwrap();
         gpu.evaluate_part_streamed(&stream, &mut room, part, z, &mut streamed)
             .unwrap();
         stream.synchronize().unwrap();

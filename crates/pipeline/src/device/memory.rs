@@ -1,8 +1,10 @@
-//! What a device keeps between jobs: a resident key's points, and job memory that idle
+//! What a device keeps between jobs: a resident key's points, a resident recording's
+//! matrices, and job memory that idle
 //! workers hold for a next job of its shape.
 
 use zkpipe_msm::{BatchMemory, DeviceBases, Multiples, G1, G2};
 use zkpipe_ntt::HStepBuffers;
+use zkpipe_r1cs::{CircuitId, DeviceRecording};
 use zkpipe_stream::VramGrant;
 
 use crate::plan::HStep;
@@ -31,6 +33,14 @@ impl ResidentKey {
             G1Query::B1 => &self.b_g1,
         }
     }
+}
+
+/// A recording's matrices on one device, uploaded once and read by every job of its circuit.
+#[derive(Debug)]
+pub(crate) struct ResidentRecording {
+    pub id: CircuitId,
+    pub matrices: DeviceRecording,
+    pub grant: VramGrant,
 }
 
 /// The MSM batches' memory of a job: H's, the G1 split MSMs' (L, A, B1) beside it, and B2's

@@ -13,7 +13,7 @@ use zkpipe_stream::{GpuLock, VramBudget, VramGrant};
 pub(crate) mod memory;
 pub(crate) mod reclaim;
 
-use memory::{Kept, MemoryShape, ResidentKey};
+use memory::{Kept, MemoryShape, ResidentKey, ResidentRecording};
 use reclaim::{Reclaim, ReclaimError};
 
 use crate::config::{Config, G2Placement};
@@ -43,6 +43,8 @@ pub(crate) struct DeviceShared {
     baseline_used: usize,
     /// The key kept on the device, if one is.
     pub resident: Mutex<Option<Arc<ResidentKey>>>,
+    /// The recording kept on the device, if one is.
+    pub recording: Mutex<Option<Arc<ResidentRecording>>>,
     /// Job memory that no job uses now, kept for a next job of its shape, and the jobs
     /// running on the device.
     pub memory: Reclaim<Kept>,
@@ -126,6 +128,7 @@ impl DeviceShared {
             key_multiples: setup.key_multiples,
             workers: setup.workers.max(1),
             resident: Mutex::new(None),
+            recording: Mutex::new(None),
             memory: Reclaim::default(),
             quarantine: Mutex::new(None),
             table_bytes: AtomicUsize::new(0),

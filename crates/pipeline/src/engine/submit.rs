@@ -27,7 +27,7 @@ impl Engine {
         key: &ProvingKey,
         timeout: Duration,
     ) -> Result<[Scalars; 3], ProveError> {
-        let [a, b, c, _] = self.lend(key, timeout, 3)?;
+        let [a, b, c, _] = self.lend(key, timeout, Lend::Evaluations)?;
         Ok([a, b, c])
     }
 
@@ -40,21 +40,34 @@ impl Engine {
         key: &ProvingKey,
         timeout: Duration,
     ) -> Result<LentWitness, ProveError> {
-        let [a, b, c, aux] = self.lend(key, timeout, 4)?;
+        let [a, b, c, aux] = self.lend(key, timeout, Lend::Witness)?;
         Ok(LentWitness { a, b, c, aux })
     }
 
-    /// The first `count` of a, b, c and aux, lent together; the rest empty.
+    /// Room for the aux assignment alone (the key's aux variables), for a witness of the
+    /// recorded path ([`Witness::recording`]), whose a, b and c the engine evaluates.
+    pub fn lend_aux(&self, key: &ProvingKey, timeout: Duration) -> Result<Scalars, ProveError> {
+        let [_, _, _, aux] = self.lend(key, timeout, Lend::Aux)?;
+        Ok(aux)
+    }
+
+    /// a, b, c and aux as `what` asks, lent together; the rest empty.
     fn lend(
         &self,
         key: &ProvingKey,
         timeout: Duration,
-        count: usize,
+        what: Lend,
     ) -> Result<[Scalars; 4], ProveError> {
         let (n, aux) = (key.domain_size(), key.num_aux());
+        let lent = match what {
+            Lend::Evaluations => [true, true, true, false],
+            Lend::Witness => [true; 4],
+            Lend::Aux => [false, false, false, true],
+        };
         let rooms = [(n, Room::Evaluations); 3]
             .into_iter()
-            .chain([(aux, Room::Aux)]);
+            .chain([(aux, Room::Aux)])
+            .zip(lent);
         let Some(WitnessPool {
             pool,
             one_at_a_time,
@@ -62,8 +75,10 @@ impl Engine {
         else {
             if self.devices.is_empty() {
                 let mut out = std::array::from_fn(|_| Scalars::default());
-                for (slot, (len, _)) in out.iter_mut().zip(rooms).take(count) {
-                    *slot = Vec::with_capacity(len).into();
+                for (slot, ((len, _), lent)) in out.iter_mut().zip(rooms) {
+                    if lent {
+                        *slot = Vec::with_capacity(len).into();
+                    }
                 }
                 return Ok(out);
             }
@@ -71,7 +86,7 @@ impl Engine {
         };
         let _turn = one_at_a_time.lock().unwrap_or_else(|p| p.into_inner());
         let mut out = std::array::from_fn(|_| Scalars::default());
-        for (slot, (len, room)) in out.iter_mut().zip(rooms).take(count) {
+        for (slot, ((len, room), _)) in out.iter_mut().zip(rooms).filter(|(_, (_, lent))| *lent) {
             // Buffers of at least the domain's size: aux rooms share the evaluations' size
             // class, so the pool reuses any idle buffer for either.
             let buf = pool
@@ -199,4 +214,15 @@ impl Engine {
             .map(|w| self.submit(key, w, randomness))
             .collect()
     }
+}
+
+/// Which of a witness's vectors [`Engine::lend`] lends.
+#[derive(Debug, Clone, Copy)]
+enum Lend {
+    /// a, b and c.
+    Evaluations,
+    /// a, b, c and aux.
+    Witness,
+    /// aux alone (the recorded path).
+    Aux,
 }

@@ -5,10 +5,11 @@ use std::time::Instant;
 use zkpipe_msm::CpuMsm;
 use zkpipe_ntt::CpuNtt;
 
-use super::{take_parts, G1Backend, G1Output, JobContext, Ran};
+use super::{take_parts, Evaluations, G1Backend, G1Output, JobContext, Ran};
 use crate::prover::{self, Assignment};
 use crate::stats::{Counters, JobReport};
-use crate::{ProveError, Scalars, Witness};
+use crate::witness::evaluate_recording;
+use crate::{ProveError, Witness};
 
 /// The CPU side of [`G1Backend`]: every stage with all cores (rayon).
 #[derive(Debug, Clone, Copy, Default)]
@@ -26,16 +27,20 @@ impl G1Backend for CpuBackend {
 }
 
 impl CpuBackend {
-    /// The G1 stage of `job` from its parts: h's coefficients from a, b and c, then H, L, A
-    /// and B1; the assignment goes on to the G2 stage for B2.
+    /// The G1 stage of `job` from its parts: h's coefficients from a, b and c (evaluated
+    /// here from a recording), then H, L, A and B1; the assignment goes on to the G2 stage for
+    /// B2.
     pub fn g1(
         &self,
         job: &JobContext<'_>,
-        [a, b, c]: [Scalars; 3],
+        evaluations: Evaluations,
         z: Assignment,
     ) -> Result<G1Output, ProveError> {
         let t = Instant::now();
-        let [a, b, c] = [a.into_vec(), b.into_vec(), c.into_vec()];
+        let [a, b, c] = match evaluations {
+            Evaluations::Given([a, b, c]) => [a.into_vec(), b.into_vec(), c.into_vec()],
+            Evaluations::Recorded(rec) => evaluate_recording(&rec, &z.input, z.aux.as_fr())?,
+        };
         let h = prover::h_coefficients(&CpuNtt::new(), job.key.domain_size(), a, b, c)?;
         Counters::add(&job.stats.h_ns, t.elapsed());
         let t = Instant::now();

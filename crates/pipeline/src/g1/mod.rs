@@ -6,9 +6,11 @@
 mod cpu;
 mod gpu;
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use blstrs::G2Projective;
+use zkpipe_r1cs::Recording;
 
 pub(crate) use cpu::CpuBackend;
 pub(crate) use gpu::GpuBackend;
@@ -60,13 +62,36 @@ pub(crate) trait G1Backend: Send {
     fn run(&self, job: &JobContext<'_>, witness: &mut Witness) -> Result<Ran, ProveError>;
 }
 
-/// a, b, c and the assignment, moved out of a witness.
-fn take_parts(w: &mut Witness) -> ([Scalars; 3], Assignment) {
+/// Where a job's a, b and c come from (one a job, moved once: its size does not matter).
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub(crate) enum Evaluations {
+    /// Synthesis computed them.
+    Given([Scalars; 3]),
+    /// The stage evaluates them from the assignment and the circuit's recording.
+    Recorded(Arc<Recording>),
+}
+
+impl Evaluations {
+    /// Gives them back to the witness they were taken from.
+    fn restore(self, w: &mut Witness) {
+        match self {
+            Evaluations::Given([a, b, c]) => [w.a, w.b, w.c] = [a, b, c],
+            Evaluations::Recorded(rec) => w.recording = Some(rec),
+        }
+    }
+}
+
+/// a, b, c (or the recording they come from) and the assignment, moved out of a witness.
+fn take_parts(w: &mut Witness) -> (Evaluations, Assignment) {
     let z = Assignment::take(w);
-    let abc = [
-        std::mem::take(&mut w.a),
-        std::mem::take(&mut w.b),
-        std::mem::take(&mut w.c),
-    ];
-    (abc, z)
+    let evaluations = match w.recording.take() {
+        Some(rec) => Evaluations::Recorded(rec),
+        None => Evaluations::Given([
+            std::mem::take(&mut w.a),
+            std::mem::take(&mut w.b),
+            std::mem::take(&mut w.c),
+        ]),
+    };
+    (evaluations, z)
 }

@@ -617,3 +617,86 @@ fn a_witness_that_does_not_satisfy_the_circuit_is_an_error_on_the_gpu() {
 fn assert_some_plan(plans: &[PlanReport], has: impl Fn(&PlanReport) -> bool) {
     assert!(plans.iter().any(has), "no such plan among {plans:#?}");
 }
+
+/// The recorded path on the device: a, b and c evaluated from the recording into the H
+/// step's vectors give the proof the CPU makes from the evaluated witness, in the
+/// four-vector and the three-vector H step, with the matrices resident and streamed, the key
+/// resident and streamed; the VRAM high-water stays under the cap.
+#[test]
+fn recorded_witnesses_prove_on_the_device_as_evaluated_ones_on_the_cpu() {
+    if gpu_context().is_none() {
+        return;
+    }
+    use zkpipe_pipeline::testgen::recorded_witness;
+    use zkpipe_pipeline::MatricesPlacement;
+    let fixed = Randomness::Fixed {
+        r: Scalar::from(23u64),
+        s: Scalar::from(29u64),
+    };
+    let sh = shape(20);
+    let key = Arc::new(random_key(&sh, 31).unwrap());
+    let w = recorded_witness(&sh, 32).unwrap();
+    let cpu = Engine::start(
+        Config::default()
+            .with_proof_check(ProofCheck::Off)
+            .with_backend(Backend::Cpu),
+    )
+    .unwrap();
+    let evaluated = w.clone().evaluated().unwrap();
+    let want = cpu.submit(&key, evaluated, fixed).unwrap().wait().unwrap();
+    drop(cpu);
+    let mut plans = Vec::new();
+    for cap in [None, Some(400 * MIB), Some(160 * MIB), Some(128 * MIB)] {
+        for resident in [true, false] {
+            let engine = Engine::start(
+                Config::default()
+                    .with_proof_check(ProofCheck::Off)
+                    .with_backend(Backend::Gpu)
+                    .with_vram_cap(cap)
+                    .with_vram_margin(0)
+                    .with_keep_key_resident(resident)
+                    .with_g2(G2Placement::Gpu),
+            )
+            .unwrap();
+            let what = format!("cap {cap:?}, resident {resident}");
+            let jobs = engine
+                .submit_batch(&key, vec![w.clone(), w.clone()], fixed)
+                .unwrap();
+            for j in jobs {
+                match j.wait_report() {
+                    Ok((proof, report)) => {
+                        assert_eq!(
+                            proof.to_bytes(),
+                            want.to_bytes(),
+                            "{what}: {:?}",
+                            report.plan
+                        );
+                        let evaluate = report
+                            .device_ms
+                            .iter()
+                            .find(|t| t.stage == zkpipe_pipeline::Stage::Evaluate);
+                        assert!(evaluate.is_some(), "{what}: {report:?}");
+                        plans.extend(report.plan);
+                    }
+                    Err(ProveError::TooLargeForDevice {
+                        needed, capacity, ..
+                    }) => {
+                        assert!(cap.is_some() && needed > capacity, "{what}");
+                    }
+                    Err(e) => panic!("{what}: {e}"),
+                }
+            }
+            let st = engine.shutdown();
+            if let Some(c) = cap {
+                assert!(st.vram_budget_high_water <= c, "{what}: {st:?}");
+            }
+        }
+    }
+    println!("plans: {plans:#?}");
+    let recorded = |m| move |p: &PlanReport| p.matrices == Some(m);
+    assert_some_plan(&plans, recorded(MatricesPlacement::Resident));
+    assert_some_plan(&plans, recorded(MatricesPlacement::Streamed));
+    assert_some_plan(&plans, |p| p.h_vectors == 3 && p.matrices.is_some());
+    assert_some_plan(&plans, |p| p.h_vectors == 4 && p.matrices.is_some());
+    assert_some_plan(&plans, |p| p.bases == KeyPlacement::Streamed);
+}

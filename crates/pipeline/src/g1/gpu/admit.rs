@@ -10,11 +10,14 @@ use std::time::Instant;
 use blstrs::G1Affine;
 use zkpipe_msm::{Bases, BasesAt, Multiples, G1, G2};
 use zkpipe_ntt::{HStepBuffers, HVectors};
+use zkpipe_r1cs::{DeviceRecording, DeviceSplitZ, Recording, StreamedRecording};
 use zkpipe_stream::VramGrant;
 
-use super::stage::SplitWitness;
+use super::stage::{SplitWitness, STREAM_ENTRIES};
 use super::{g1_bytes, g2_bytes, g2_chunk, split_chunk, GpuWorker};
-use crate::device::memory::{Batches, JobMemory, Kept, MemoryShape, ResidentKey};
+use crate::device::memory::{
+    Batches, JobMemory, Kept, MemoryShape, ResidentKey, ResidentRecording,
+};
 use crate::device::reclaim::Active;
 use crate::g1::JobContext;
 use crate::plan::{choose, DeviceLoad, HStep, JobPlan, JobShape};
@@ -44,12 +47,22 @@ pub(super) enum JobMemorySource {
     New(MemoryShape, VramGrant),
 }
 
-/// An admitted job: its plan, the resident key, its grant (held while it runs) and memory.
+/// An admitted job: its plan, the resident key, where a recorded job's matrices are read from,
+/// its grant (held while it runs) and memory.
 pub(super) struct Admitted<'a> {
     pub plan: JobPlan,
     pub resident: Option<Arc<ResidentKey>>,
+    pub matrices: Option<MatricesAt>,
     pub active: Active<'a>,
     pub memory: JobMemorySource,
+}
+
+/// Where a recorded job's matrices are read from.
+pub(super) enum MatricesAt {
+    /// The device's resident copy of the recording.
+    Resident(Arc<ResidentRecording>),
+    /// The recording on the host, streamed a chunk of rows at a time.
+    Streamed(Arc<Recording>),
 }
 
 impl GpuWorker {
@@ -61,12 +74,13 @@ impl GpuWorker {
         &self,
         job: &JobContext<'_>,
         witness: &SplitWitness,
+        recording: Option<&Arc<Recording>>,
     ) -> Result<Admitted<'_>, ProveError> {
         let key = job.key;
         let n = key.domain_size();
         let log_n = n.trailing_zeros();
         self.grant_tables(job, log_n)?;
-        let shape = JobShape {
+        let mut shape = JobShape {
             n,
             split: witness.device_bytes(),
             largest_msm: key.query_lens().into_iter().max().unwrap_or(0).max(n),
@@ -74,13 +88,22 @@ impl GpuWorker {
         let tail = witness.split.tail().len();
         let resident = self.resident(job, &shape, tail)?;
         let multiples = resident.as_ref().and_then(|k| k.h.multiples());
-        let key_bytes = resident.as_ref().map(|_| self.key_bytes(key, multiples));
-        let load = self.load(log_n, key_bytes);
+        let key_bytes = resident
+            .as_ref()
+            .map_or(0, |_| self.key_bytes(key, multiples));
         let bases_at = match resident {
             Some(_) => BasesAt::Device,
             None => BasesAt::Host,
         };
         let msm_bytes = |chunk| self.msm_bytes(chunk, tail, bases_at, multiples);
+        let matrices = recording
+            .map(|rec| self.place_matrices(job, rec, &mut shape, key_bytes, &msm_bytes))
+            .transpose()?;
+        let recording_bytes = match &matrices {
+            Some(MatricesAt::Resident(r)) => r.grant.bytes(),
+            _ => 0,
+        };
+        let load = self.load(log_n, key_bytes + recording_bytes);
         let plan =
             choose(&load, &shape, &msm_bytes).map_err(|e| ProveError::TooLargeForDevice {
                 device: self.ordinal(),
@@ -113,16 +136,86 @@ impl GpuWorker {
         Ok(Admitted {
             plan,
             resident,
+            matrices,
             active: self.dev.memory.enter(grant),
             memory,
         })
     }
 
-    /// What the device holds for good: a resident key of `key_bytes`, every worker's tables.
-    fn load(&self, log_n: u32, key_bytes: Option<usize>) -> DeviceLoad {
+    /// Where a recorded job reads its matrices: the device's resident copy of its recording
+    /// (uploaded the first time, when the job's plan beside it is as good as with the matrices
+    /// streamed), else the host's, a chunk at a time. `shape` gains what the evaluation needs
+    /// on the device besides: z's bitmaps and ranks, and a streamed recording's room.
+    fn place_matrices(
+        &self,
+        job: &JobContext<'_>,
+        rec: &Arc<Recording>,
+        shape: &mut JobShape,
+        resident_bytes: usize,
+        msm_bytes: &dyn Fn(usize) -> usize,
+    ) -> Result<MatricesAt, ProveError> {
+        shape.split += DeviceSplitZ::lookup_bytes(rec.shape().variables());
+        let streamed = JobShape {
+            split: shape.split + StreamedRecording::bytes_for(rec, STREAM_ENTRIES),
+            ..*shape
+        };
+        if !self.dev.keep_resident {
+            *shape = streamed;
+            return Ok(MatricesAt::Streamed(Arc::clone(rec)));
+        }
+        let mut slot = self.dev.recording.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(r) = slot.as_ref().filter(|r| &r.id == rec.id()) {
+            return Ok(MatricesAt::Resident(Arc::clone(r)));
+        }
+        let log_n = shape.n.trailing_zeros();
+        let without = choose(&self.load(log_n, resident_bytes), &streamed, msm_bytes).ok();
+        let load = self.load(log_n, resident_bytes + rec.bytes());
+        let beside = choose(&load, shape, msm_bytes).ok();
+        let as_good = match (&beside, &without) {
+            (Some(p), Some(q)) => {
+                (p.h_step, p.chunk, p.side_by_side) == (q.h_step, q.chunk, q.side_by_side)
+            }
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if !as_good {
+            tracing::warn!(
+                device = self.ordinal(),
+                circuit = %rec.id(),
+                bytes = rec.bytes(),
+                capacity = self.dev.budget.capacity(),
+                "the recording does not fit beside a job's plan: its matrices are streamed from the host"
+            );
+            *shape = streamed;
+            return Ok(MatricesAt::Streamed(Arc::clone(rec)));
+        }
+        // One recording at a time: a new one replaces the old (jobs still using it keep it).
+        *slot = None;
+        let t = Instant::now();
+        let grant = self.dev.acquire(rec.bytes(), None, job.deadline)?;
+        let matrices = DeviceRecording::upload(&self.dev.ctx, rec).map_err(|e| self.err(e))?;
+        let r = Arc::new(ResidentRecording {
+            id: rec.id().clone(),
+            matrices,
+            grant,
+        });
+        tracing::info!(
+            device = self.ordinal(),
+            circuit = %rec.id(),
+            bytes = rec.bytes(),
+            ms = t.elapsed().as_secs_f64() * 1e3,
+            "recording resident on the device"
+        );
+        *slot = Some(Arc::clone(&r));
+        Ok(MatricesAt::Resident(r))
+    }
+
+    /// What the device holds for good: a resident key and recording of `resident` bytes,
+    /// every worker's tables.
+    fn load(&self, log_n: u32, resident: usize) -> DeviceLoad {
         DeviceLoad {
             capacity: self.dev.budget.capacity(),
-            resident_key: key_bytes.unwrap_or(0),
+            resident_key: resident,
             tables: self.ntt.table_bytes(log_n),
             workers: self.dev.workers,
         }
@@ -213,7 +306,7 @@ impl GpuWorker {
         };
         let plan_with = |multiples: Option<Multiples>| {
             let bytes = self.key_bytes(key, multiples) + made_from(multiples);
-            let load = self.load(shape.n.trailing_zeros(), Some(bytes));
+            let load = self.load(shape.n.trailing_zeros(), bytes);
             let msm_bytes = |chunk| self.msm_bytes(chunk, tail, BasesAt::Device, multiples);
             choose(&load, shape, &msm_bytes).ok()
         };

@@ -83,7 +83,7 @@ impl GpuBackend {
         if self.devices.iter().any(|d| d.quarantined().is_none()) {
             tracing::warn!(job = job.id, device, error = %error, "the job's device was quarantined: the job goes to another device");
             z.restore(witness);
-            [witness.a, witness.b, witness.c] = abc;
+            abc.restore(witness);
             return Ok(Ran::Elsewhere);
         }
         match self.on_failure {

@@ -15,6 +15,7 @@ use zkpipe_field::Fr;
 use zkpipe_msm::CudaMsm;
 use zkpipe_ntt::{CudaNtt, HStepBuffers};
 use zkpipe_pinned::PooledBuffer;
+use zkpipe_r1cs::{CudaEvaluator, Recording};
 use zkpipe_stream::{InFlight, VramGrant};
 
 mod admit;
@@ -25,16 +26,16 @@ mod stage;
 
 pub(crate) use backend::GpuBackend;
 
-use admit::Admitted;
+use admit::{Admitted, MatricesAt};
 use msms::{MsmClocks, MsmInputs, MsmSums};
 use stage::{Abc, SplitWitness, Staged};
 
-use super::{G1Output, JobContext};
+use super::{Evaluations, G1Output, JobContext};
 use crate::device::memory::{JobMemory, MemoryShape};
 use crate::device::DeviceShared;
 use crate::prover::{check_satisfied, Assignment};
-use crate::stats::{Counters, KeyPlacement, Stage};
-use crate::{DeviceFault, ProveError, Scalars};
+use crate::stats::{Counters, KeyPlacement, MatricesPlacement, Stage};
+use crate::{DeviceFault, ProveError};
 
 /// How long a staging copy waits for pinned memory from the pool.
 const POOL_WAIT: Duration = Duration::from_secs(60);
@@ -44,10 +45,51 @@ const POOL_WAIT: Duration = Duration::from_secs(60);
 pub(crate) enum StageWitness<'w> {
     /// Given up: a, b and c go (lent memory back to the pool) as soon as they are uploaded, and
     /// the assignment once split (unless the CPU sums B2 from it).
-    Given([Scalars; 3], Assignment),
+    Given(Evaluations, Assignment),
     /// Kept by the caller, unchanged whatever happens, so that the job can run elsewhere if
     /// this device fails (c may gain zeros past its end, in lent memory).
-    Kept(&'w mut [Scalars; 3], &'w Assignment),
+    Kept(&'w mut Evaluations, &'w Assignment),
+}
+
+/// a, b and c as the stage gets them, before admission places a recording's matrices (one a
+/// job, moved once: its size does not matter).
+#[allow(clippy::large_enum_variant)]
+enum Source<'w> {
+    Staged(Abc<'w>),
+    Recorded(Arc<Recording>),
+}
+
+impl<'w> Source<'w> {
+    fn given(e: Evaluations) -> Self {
+        match e {
+            Evaluations::Given(abc) => Source::Staged(Abc::Given(abc)),
+            Evaluations::Recorded(rec) => Source::Recorded(rec),
+        }
+    }
+
+    fn kept(e: &'w mut Evaluations) -> Self {
+        match e {
+            Evaluations::Given(abc) => Source::Staged(Abc::Kept(abc)),
+            Evaluations::Recorded(rec) => Source::Recorded(Arc::clone(rec)),
+        }
+    }
+
+    fn recording(&self) -> Option<&Arc<Recording>> {
+        match self {
+            Source::Staged(_) => None,
+            Source::Recorded(rec) => Some(rec),
+        }
+    }
+
+    /// The staging of a, b and c, the recording's matrices where admission placed them.
+    fn placed(self, matrices: Option<MatricesAt>) -> Abc<'w> {
+        match (self, matrices) {
+            (Source::Staged(abc), _) => abc,
+            (Source::Recorded(_), Some(at)) => Abc::Recorded(at),
+            // Admission places every recording it is given; streamed is always possible.
+            (Source::Recorded(rec), None) => Abc::Recorded(MatricesAt::Streamed(rec)),
+        }
+    }
 }
 
 /// One worker's stage implementations on a device.
@@ -61,6 +103,8 @@ pub(crate) struct GpuWorker {
     /// The witness queries' split MSMs, on their own stream beside the H MSM (with a streamed
     /// key they wait on PCIe while the H MSM computes).
     side: CudaMsm,
+    /// a, b and c of recorded jobs.
+    r1cs: CudaEvaluator,
     /// Budget grants for the NTT's cached tables, one per domain size this worker has seen:
     /// they stay allocated after the job, so they stay granted.
     tables: Mutex<HashMap<u32, VramGrant>>,
@@ -96,6 +140,7 @@ impl GpuWorker {
                 .map_err(|e| ProveError::device(d, e))?,
             side: CudaMsm::for_memory(&dev.ctx, dev.msm_memory)
                 .map_err(|e| ProveError::device(d, e))?,
+            r1cs: CudaEvaluator::new(&dev.ctx).map_err(|e| ProveError::device(d, e))?,
             tables: Mutex::new(HashMap::new()),
             dev,
         })
@@ -137,16 +182,16 @@ impl GpuWorker {
         witness: StageWitness<'_>,
     ) -> Result<G1Output, ProveError> {
         let t = Instant::now();
-        let (abc, z, witness) = match witness {
-            StageWitness::Given(abc, z) => {
+        let (source, z, witness) = match witness {
+            StageWitness::Given(e, z) => {
                 let split = SplitWitness::of(&z)?;
                 // The CPU's B2 reads z after this stage; otherwise its memory (lent, say) goes
                 // now.
-                (Abc::Given(abc), (!self.dev.g2_on_gpu).then_some(z), split)
+                (Source::given(e), (!self.dev.g2_on_gpu).then_some(z), split)
             }
-            StageWitness::Kept(abc, z) => (Abc::Kept(abc), None, SplitWitness::of(z)?),
+            StageWitness::Kept(e, z) => (Source::kept(e), None, SplitWitness::of(z)?),
         };
-        let admitted = self.admit(job, &witness)?;
+        let admitted = self.admit(job, &witness, source.recording())?;
         if let Some(k) = &admitted.resident {
             let copies = k.h.multiples().map_or(1, |m| m.copies() as usize);
             job.stats.key_h_copies.store(copies, Ordering::Relaxed);
@@ -154,9 +199,15 @@ impl GpuWorker {
         let Admitted {
             plan,
             resident,
+            matrices,
             active,
             memory,
         } = admitted;
+        let matrices_at = matrices.as_ref().map(|m| match m {
+            MatricesAt::Resident(_) => MatricesPlacement::Resident,
+            MatricesAt::Streamed(_) => MatricesPlacement::Streamed,
+        });
+        let abc = source.placed(matrices);
         let mut held = self.job_memory(memory)?;
         let staged = self.stage(job, &plan, abc, witness, &mut held.mem)?;
         let staging_ms = t.elapsed().as_secs_f64() * 1e3;
@@ -170,7 +221,7 @@ impl GpuWorker {
             Some(_) => KeyPlacement::Resident,
             None => KeyPlacement::Streamed,
         };
-        let plan_report = report::plan_report(&plan, bases);
+        let plan_report = report::plan_report(&plan, bases, matrices_at);
         drop(resident);
         drop(active);
 
@@ -229,13 +280,22 @@ impl GpuWorker {
         let t = Instant::now();
         let mut clock = StageClock::start(&self.dev.ctx, self.ntt.stream(), Timing::Enabled)
             .map_err(|e| self.err(e))?;
-        let Staged { c, witness, .. } = staged;
+        let Staged {
+            c,
+            witness,
+            evaluation,
+            ..
+        } = staged;
         let JobMemory {
             mut h_step,
             batches,
         } = held.mem;
-        if let Some(bufs) = h_step.as_mut() {
-            self.h_step(bufs, c)?;
+        match (h_step.as_mut(), evaluation) {
+            (Some(bufs), Some(mut e)) => {
+                self.recorded_h_step(bufs, &mut e, &witness, &mut clock)?
+            }
+            (Some(bufs), None) => self.h_step(bufs, c)?,
+            (None, _) => {}
         }
         // Memory per job: h stays, the other vectors go before the batches are made.
         let (h_step, h_alone, batches) = match batches {

@@ -2,11 +2,14 @@
 //! counters, its span and the log.
 
 use crate::plan::{HStep, JobPlan};
-use crate::stats::{Counters, JobMemoryUse, JobReport, KeyPlacement, PlanReport, Stage};
+use crate::stats::{
+    Counters, JobMemoryUse, JobReport, KeyPlacement, MatricesPlacement, PlanReport, Stage,
+};
 
 /// Adds a job's device times to the engine's counters, its span and the log.
 pub(super) fn record(stats: &Counters, r: &JobReport) {
-    let h_ms = r.stage_ms(Stage::HStep);
+    // A recorded job's evaluation counts with the H step (it writes the step's vectors).
+    let h_ms = r.stage_ms(Stage::Evaluate) + r.stage_ms(Stage::HStep);
     // The MSMs' device time: from the H step's end to the last MSM's (they overlap).
     let msm_ms = r.device_span_ms - h_ms;
     Counters::add_ms(&stats.h_gpu_ns, h_ms);
@@ -29,7 +32,11 @@ pub(super) fn record(stats: &Counters, r: &JobReport) {
 }
 
 /// The plan as the job's report gives it.
-pub(super) fn plan_report(plan: &JobPlan, bases: KeyPlacement) -> PlanReport {
+pub(super) fn plan_report(
+    plan: &JobPlan,
+    bases: KeyPlacement,
+    matrices: Option<MatricesPlacement>,
+) -> PlanReport {
     PlanReport {
         h_vectors: match plan.h_step {
             HStep::Four => 4,
@@ -42,5 +49,6 @@ pub(super) fn plan_report(plan: &JobPlan, bases: KeyPlacement) -> PlanReport {
             (0, false) => JobMemoryUse::PerJob { jobs_at_once: 1 },
             (bytes, _) => JobMemoryUse::Kept { bytes },
         },
+        matrices,
     }
 }

@@ -9,40 +9,65 @@ use std::time::Instant;
 use blstrs::Scalar;
 use bytemuck::Pod;
 use rayon::prelude::*;
-use zkpipe_cuda::DeviceBuffer;
+use zkpipe_cuda::{DeviceBuffer, StageClock};
 use zkpipe_field::{cast, Fr};
 use zkpipe_msm::{DeviceQuery, DeviceSplit, SplitQuery, SplitScalars};
 use zkpipe_ntt::{HStepBuffers, HStepInputs};
 use zkpipe_pinned::{PinnableVec, PooledBuffer};
+use zkpipe_r1cs::{DeviceSplitZ, DeviceTailLookup, DeviceZ, Part, StreamedRecording, TailLookup};
 use zkpipe_stream::{copy_scope, upload, Pinned};
 
+use super::admit::MatricesAt;
 use super::msms::StagedWitness;
 use super::GpuWorker;
-use crate::device::memory::JobMemory;
+use crate::device::memory::{JobMemory, ResidentRecording};
 use crate::device::STAGE_CHUNK;
 use crate::g1::JobContext;
 use crate::plan::{HStep, JobPlan};
 use crate::prover::{padded, Assignment, WitnessQuery};
-use crate::stats::Counters;
+use crate::stats::{Counters, Stage};
 use crate::{DeviceFault, ProveError, Scalars};
 
 /// Bytes of one scalar.
 const FR: usize = 32;
 
-/// a, b and c while staging: given up or kept by the caller (one a job).
+/// Entries of a streamed recording's chunk (128 MiB of columns and coefficients).
+pub(super) const STREAM_ENTRIES: usize = 1 << 24;
+
+/// a, b and c while staging: given up or kept by the caller, or evaluated on the device from
+/// the circuit's recording (one a job).
 #[allow(clippy::large_enum_variant)]
 pub(super) enum Abc<'w> {
     Given([Scalars; 3]),
     Kept(&'w mut [Scalars; 3]),
+    Recorded(MatricesAt),
 }
 
 /// What staging leaves besides a, b (and c) in the H step's vectors: c on the host for the
-/// three-vector step, and the split witness on the device.
+/// three-vector step, the split witness on the device, and what a recorded job's evaluation
+/// reads.
 pub(super) struct Staged<'w> {
     pub c: Option<HostC<'w>>,
     pub witness: StagedWitness,
+    pub evaluation: Option<StagedEvaluation>,
     /// Bytes copied to the device.
     pub bytes: u64,
+}
+
+/// Where a recorded job's matrices are read from on the device.
+pub(super) enum Matrices {
+    /// The device's resident copy of the recording.
+    Resident(Arc<ResidentRecording>),
+    /// The recording on the host, copied a chunk of rows at a time into the job's room.
+    Streamed(StreamedRecording),
+}
+
+/// What a recorded job's evaluation reads besides the split witness: z's ones bitmap and its
+/// tail's lookup, and the matrices.
+pub(super) struct StagedEvaluation {
+    pub ones: DeviceBuffer<u32>,
+    pub lookup: DeviceTailLookup,
+    pub matrices: Matrices,
 }
 
 /// c of the three-vector step, page-locked on the host, padded to n.
@@ -98,7 +123,11 @@ impl GpuWorker {
         let n = job.key.domain_size();
         let mut bytes = 0u64;
         let mut host_c = None;
-        if let Some(bufs) = mem.h_step.as_mut() {
+        let (abc, placed) = match abc {
+            Abc::Recorded(placed) => (None, Some(placed)),
+            abc => (Some(abc), None),
+        };
+        if let (Some(bufs), Some(abc)) = (mem.h_step.as_mut(), abc) {
             bytes += 3 * (n * FR) as u64;
             let HStepInputs {
                 a: da,
@@ -122,6 +151,7 @@ impl GpuWorker {
                     self.upload_evaluations(b, db, job)?;
                     self.stage_kept_c(c, four, n, job)?
                 }
+                Abc::Recorded(_) => None,
             };
         }
         let mut up = |v: &[Fr], pad: usize| -> Result<DeviceBuffer<Fr>, ProveError> {
@@ -149,11 +179,51 @@ impl GpuWorker {
             DeviceQuery::new(q, maps).map_err(|e| self.err(e))
         };
         let queries = [query(l)?, query(qa)?, query(qb)?];
+        let evaluation = match placed {
+            Some(placed) => {
+                let (e, up) = self.stage_evaluation(job, &witness.split, placed)?;
+                bytes += up;
+                Some(e)
+            }
+            None => None,
+        };
         Ok(Staged {
             c: host_c,
             witness: StagedWitness { split, queries },
+            evaluation,
             bytes,
         })
+    }
+
+    /// What a recorded job's evaluation reads besides the split witness: z's ones bitmap and
+    /// its tail's lookup uploaded, and the matrices where admission placed them (a streamed
+    /// recording's room allocated). Gives the bytes copied too.
+    fn stage_evaluation(
+        &self,
+        job: &JobContext<'_>,
+        split: &SplitScalars,
+        placed: MatricesAt,
+    ) -> Result<(StagedEvaluation, u64), ProveError> {
+        let lookup = TailLookup::of(split);
+        let ones = self.upload(job, split.ones(), 0)?;
+        let t = Instant::now();
+        let lookup_up =
+            DeviceTailLookup::upload(&self.dev.ctx, &lookup).map_err(|e| self.err(e))?;
+        Counters::add(&job.stats.upload_ns, t.elapsed());
+        let bytes = (std::mem::size_of_val(split.ones()) + lookup.device_bytes()) as u64;
+        let matrices = match placed {
+            MatricesAt::Resident(r) => Matrices::Resident(r),
+            MatricesAt::Streamed(rec) => Matrices::Streamed(
+                StreamedRecording::new(&self.dev.ctx, rec, STREAM_ENTRIES)
+                    .map_err(|e| self.err(e))?,
+            ),
+        };
+        let staged = StagedEvaluation {
+            ones,
+            lookup: lookup_up,
+            matrices,
+        };
+        Ok((staged, bytes))
     }
 
     /// c of a given witness: uploaded into the H step's fourth vector, or kept on the host,
@@ -294,6 +364,60 @@ impl GpuWorker {
             .upload_bytes
             .fetch_add(std::mem::size_of_val(v) as u64, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// The H step of a recorded job in its vectors: a and b evaluated into them, c into the
+    /// fourth (or, in the three-vector step, into b's once b is read), on the H step's stream;
+    /// the clock marks the evaluation that precedes the step.
+    pub(super) fn recorded_h_step(
+        &self,
+        bufs: &mut HStepBuffers,
+        e: &mut StagedEvaluation,
+        witness: &StagedWitness,
+        clock: &mut StageClock<Stage>,
+    ) -> Result<(), ProveError> {
+        let split = DeviceSplitZ::new(&e.ones, &e.lookup, witness.split.device_tail())
+            .map_err(|x| self.err(x))?;
+        let z = DeviceZ::Split(split);
+        let stream = self.ntt.stream();
+        let HStepInputs { a, b, c } = bufs.inputs_mut();
+        self.evaluate_into(stream, &mut e.matrices, Part::A, z, a)?;
+        self.evaluate_into(stream, &mut e.matrices, Part::B, z, b)?;
+        match c {
+            Some(c) => {
+                self.evaluate_into(stream, &mut e.matrices, Part::C, z, c)?;
+                clock
+                    .mark(Stage::Evaluate, stream)
+                    .map_err(|x| self.err(x))?;
+                Ok(self.ntt.h_step_in(bufs)?)
+            }
+            None => {
+                clock
+                    .mark(Stage::Evaluate, stream)
+                    .map_err(|x| self.err(x))?;
+                self.ntt.h_step_three_with(bufs, |stream, b| {
+                    self.evaluate_into(stream, &mut e.matrices, Part::C, z, b)
+                })
+            }
+        }
+    }
+
+    /// One matrix evaluated at z into `out` on `stream`.
+    fn evaluate_into(
+        &self,
+        stream: &zkpipe_cuda::Stream,
+        matrices: &mut Matrices,
+        part: Part,
+        z: DeviceZ<'_>,
+        out: &mut DeviceBuffer<Fr>,
+    ) -> Result<(), ProveError> {
+        let ran = match matrices {
+            Matrices::Resident(r) => self.r1cs.evaluate_part(stream, &r.matrices, part, z, out),
+            Matrices::Streamed(room) => {
+                self.r1cs.evaluate_part_streamed(stream, room, part, z, out)
+            }
+        };
+        ran.map_err(|e| self.err(e))
     }
 
     /// The H step in the job's vectors: h's n coefficients (the last is zero and meets no
