@@ -216,7 +216,7 @@ fn the_split_witness_evaluates_as_its_values_resident_and_streamed() {
     // z of one variable, of a word and one, and across many words; chunks from the longest
     // row (1) to more than the matrix.
     for (n, inputs, rows, chunk, seed) in [
-        (1, 1, 1, 1, 1),
+        (2, 1, 1, 1, 1),
         (33, 2, 300, 1, 2),
         (1000, 3, 300, 17, 3),
         (70_001, 5, 5000, 4096, 4),
