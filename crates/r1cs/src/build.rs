@@ -26,16 +26,31 @@ const MAX: usize = (AUX - 1) as usize;
 /// A matrix being recorded.
 #[derive(Debug)]
 struct Rows {
-    matrix: Matrix,
+    matrix: Arrays,
     name: &'static str,
+}
+
+/// A matrix's arrays as they grow (see [`Matrix`]).
+#[derive(Debug)]
+struct Arrays {
+    starts: Vec<u32>,
+    columns: Vec<u32>,
+    coefficients: Vec<u32>,
+}
+
+impl Arrays {
+    fn rows(&self) -> usize {
+        self.starts.len() - 1
+    }
 }
 
 impl Rows {
     fn new(name: &'static str) -> Self {
         Self {
-            matrix: Matrix {
+            matrix: Arrays {
                 starts: vec![0],
-                ..Matrix::default()
+                columns: Vec::new(),
+                coefficients: Vec::new(),
             },
             name,
         }
@@ -211,7 +226,7 @@ impl RecordingBuilder {
                     *col = inputs + (*col & !AUX);
                 }
             }
-            m
+            Matrix::from_arrays(m.starts, m.columns, m.coefficients)
         });
         Ok(Recording::from_checked(id, shape, self.table, [a, b, c]))
     }

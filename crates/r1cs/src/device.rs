@@ -177,8 +177,10 @@ impl CudaEvaluator {
     }
 
     /// As [`CudaEvaluator::evaluate_part`] for a recording on the host: each chunk of rows is
-    /// copied into `room` and evaluated on `stream`, which is synchronized before the next
-    /// copy and when it returns.
+    /// copied into `room` and evaluated, all on `stream` (a chunk's copy waits for the launch
+    /// before it that read the room). The copies run at the link's rate when the recording is
+    /// page-locked ([`Recording::pin`]), through the driver's staging otherwise. The caller keeps
+    /// `room` (which holds the recording) and `out` until the stream is synchronized.
     pub fn evaluate_part_streamed(
         &self,
         stream: &Stream,
@@ -195,24 +197,25 @@ impl CudaEvaluator {
         while first < m.rows() {
             let range = room.next_chunk(m, first);
             let entries = range.entry_base..range.entry_base + range.entries;
-            // The chunk's room is read by the launch before: it must be done.
-            stream.synchronize()?;
             let chunk = &mut room.chunk;
-            chunk
-                .starts
-                .copy_from_host_at(0, &p.starts[first..=first + range.rows])?;
-            chunk
-                .columns
-                .copy_from_host_at(0, &p.columns[entries.clone()])?;
-            chunk
-                .coefficients
-                .copy_from_host_at(0, &p.coefficients[entries])?;
+            // SAFETY: the host arrays belong to the recording, which never changes and which
+            // `room` keeps alive (its Arc) until the caller synchronizes the stream, after
+            // these copies complete.
+            unsafe {
+                let starts = &p.starts[first..=first + range.rows];
+                chunk.starts.copy_from_host_async_at(0, starts, stream)?;
+                let columns = &p.columns[entries.clone()];
+                chunk.columns.copy_from_host_async_at(0, columns, stream)?;
+                let coefficients = &p.coefficients[entries];
+                chunk
+                    .coefficients
+                    .copy_from_host_async_at(0, coefficients, stream)?;
+            }
             self.kernel
                 .launch(stream, &room.chunk, range, &room.table, z, out)?;
             first += range.rows;
         }
-        out.zero_from_async(m.rows(), stream)?;
-        Ok(stream.synchronize()?)
+        Ok(out.zero_from_async(m.rows(), stream)?)
     }
 
     /// Enqueues a, b and c at z into `out` on `stream` (see [`CudaEvaluator::evaluate_part`]).

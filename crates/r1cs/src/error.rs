@@ -77,6 +77,9 @@ pub enum RecordingError {
     /// The device failed (an allocation, a copy, the kernel's load or launch).
     #[error("device: {0}")]
     Device(#[from] zkpipe_cuda::Error),
+    /// The recording's memory could not be page-locked.
+    #[error("page-locking the recording: {0}")]
+    Pin(zkpipe_pinned::Error),
     /// A file whose checksum holds but whose contents are inconsistent.
     #[error("recording {path}: corrupt: {what}")]
     Corrupt { path: PathBuf, what: String },

@@ -160,11 +160,8 @@ pub fn read(path: &Path) -> Result<Recording, RecordingError> {
             r.take(bytemuck::cast_slice_mut(&mut v)).map_err(io)?;
             Ok(v)
         };
-        matrices.push(Matrix {
-            starts: part(constraints + 1)?,
-            columns: part(nnz)?,
-            coefficients: part(nnz)?,
-        });
+        let (starts, columns) = (part(constraints + 1)?, part(nnz)?);
+        matrices.push(Matrix::from_arrays(starts, columns, part(nnz)?));
     }
     let (mut inner, digest) = r.finish();
     let mut stored = [0u8; 32];

@@ -24,8 +24,12 @@ mod eval;
 pub mod file;
 mod kernels;
 
+use std::sync::Arc;
+
 use blstrs::Scalar;
+use zkpipe_cuda::Context;
 use zkpipe_msm::Density;
+use zkpipe_pinned::PinnableVec;
 
 pub use build::{RecordingBuilder, Variable};
 pub use device::{
@@ -63,12 +67,28 @@ impl Shape {
 }
 
 /// One of the three matrices, row by row: row i's entries are `starts[i]..starts[i + 1]`,
-/// each a column of z (inputs first, then aux) and an index into the coefficient table.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// each a column of z (inputs first, then aux) and an index into the coefficient table. The
+/// arrays never change once made, and can be page-locked in place ([`Matrix::pin`]) so that
+/// a device streaming them copies at the link's rate.
+#[derive(Debug, Clone)]
 pub struct Matrix {
-    starts: Vec<u32>,
-    columns: Vec<u32>,
-    coefficients: Vec<u32>,
+    starts: PinnableVec<u32>,
+    columns: PinnableVec<u32>,
+    coefficients: PinnableVec<u32>,
+}
+
+impl PartialEq for Matrix {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for Matrix {}
+
+impl Default for Matrix {
+    fn default() -> Self {
+        Self::from_arrays(Vec::new(), Vec::new(), Vec::new())
+    }
 }
 
 /// One row of a matrix: parallel slices of columns and coefficient indices.
@@ -84,10 +104,26 @@ impl Matrix {
     /// ([`Recording::from_parts`]).
     pub fn from_arrays(starts: Vec<u32>, columns: Vec<u32>, coefficients: Vec<u32>) -> Self {
         Self {
-            starts,
-            columns,
-            coefficients,
+            starts: PinnableVec::new(starts),
+            columns: PinnableVec::new(columns),
+            coefficients: PinnableVec::new(coefficients),
         }
+    }
+
+    /// Page-locks the arrays in place, once (about 60 ms a GiB); true when this call did.
+    pub fn pin(&self, ctx: &Arc<Context>) -> Result<bool, zkpipe_pinned::Error> {
+        let mut pinned = false;
+        for v in [&self.starts, &self.columns, &self.coefficients] {
+            pinned |= v.pin(ctx)?;
+        }
+        Ok(pinned)
+    }
+
+    /// True once every array is page-locked (an empty one needs not be).
+    pub fn is_pinned(&self) -> bool {
+        [&self.starts, &self.columns, &self.coefficients]
+            .iter()
+            .all(|v| v.is_empty() || v.is_pinned())
     }
 
     /// The number of rows (constraints).
@@ -135,7 +171,7 @@ impl Matrix {
 }
 
 /// A matrix's arrays as they are stored.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MatrixParts<'m> {
     pub starts: &'m [u32],
     pub columns: &'m [u32],
@@ -198,6 +234,21 @@ impl Recording {
     /// The most entries a row of any matrix has.
     pub fn longest_row(&self) -> usize {
         self.longest_row
+    }
+
+    /// Page-locks the matrices in place, once, for devices that stream them; true when this
+    /// call did.
+    pub fn pin(&self, ctx: &Arc<Context>) -> Result<bool, RecordingError> {
+        let mut pinned = false;
+        for m in self.matrices() {
+            pinned |= m.pin(ctx).map_err(RecordingError::Pin)?;
+        }
+        Ok(pinned)
+    }
+
+    /// True once every matrix is page-locked.
+    pub fn is_pinned(&self) -> bool {
+        self.matrices().iter().all(|m| m.is_pinned())
     }
 
     /// Bytes held by the matrices and the table (the densities aside).
@@ -298,14 +349,14 @@ fn check_parts(shape: Shape, table: &[Scalar], matrices: &[Matrix; 3]) -> Result
 fn densities(shape: Shape, a: &Matrix, b: &Matrix) -> Densities {
     let inputs = shape.inputs as u32;
     let mut a_aux = vec![false; shape.aux];
-    for &col in &a.columns {
+    for &col in a.columns.iter() {
         if col >= inputs {
             a_aux[(col - inputs) as usize] = true;
         }
     }
     let mut b_input = vec![false; shape.inputs];
     let mut b_aux = vec![false; shape.aux];
-    for &col in &b.columns {
+    for &col in b.columns.iter() {
         match col.checked_sub(inputs) {
             Some(aux) => b_aux[aux as usize] = true,
             None => b_input[col as usize] = true,

@@ -234,6 +234,11 @@ fn the_split_witness_evaluates_as_its_values_resident_and_streamed() {
         let za: Vec<Fr> = cast::scalars_as_fr(za).to_vec();
         let want = host(&t.rec, zi, &za);
         let rec = std::sync::Arc::new(t.rec);
+        if chunk == 4096 {
+            // Streamed from page-locked arrays (locked once).
+            assert!(rec.pin(&ctx).unwrap() && rec.is_pinned());
+            assert!(!rec.pin(&ctx).unwrap());
+        }
         evaluate_split_both_ways(&ctx, &rec, dz, chunk, &want);
     }
 }

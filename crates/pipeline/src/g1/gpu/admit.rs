@@ -161,7 +161,7 @@ impl GpuWorker {
         };
         if !self.dev.keep_resident {
             *shape = streamed;
-            return Ok(MatricesAt::Streamed(Arc::clone(rec)));
+            return self.streamed(rec);
         }
         let mut slot = self.dev.recording.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(r) = slot.as_ref().filter(|r| &r.id == rec.id()) {
@@ -187,7 +187,7 @@ impl GpuWorker {
                 "the recording does not fit beside a job's plan: its matrices are streamed from the host"
             );
             *shape = streamed;
-            return Ok(MatricesAt::Streamed(Arc::clone(rec)));
+            return self.streamed(rec);
         }
         // One recording at a time: a new one replaces the old (jobs still using it keep it).
         *slot = None;
@@ -208,6 +208,22 @@ impl GpuWorker {
         );
         *slot = Some(Arc::clone(&r));
         Ok(MatricesAt::Resident(r))
+    }
+
+    /// A recording whose matrices are streamed: page-locked in place the first time, so that
+    /// its chunks cross the link at full rate.
+    fn streamed(&self, rec: &Arc<Recording>) -> Result<MatricesAt, ProveError> {
+        let t = Instant::now();
+        if rec.pin(&self.dev.ctx).map_err(|e| self.err(e))? {
+            tracing::info!(
+                device = self.ordinal(),
+                circuit = %rec.id(),
+                bytes = rec.bytes(),
+                ms = t.elapsed().as_secs_f64() * 1e3,
+                "recording page-locked in host memory for streaming"
+            );
+        }
+        Ok(MatricesAt::Streamed(Arc::clone(rec)))
     }
 
     /// What the device holds for good: a resident key and recording of `resident` bytes,

@@ -381,24 +381,27 @@ impl GpuWorker {
         let z = DeviceZ::Split(split);
         let stream = self.ntt.stream();
         let HStepInputs { a, b, c } = bufs.inputs_mut();
-        self.evaluate_into(stream, &mut e.matrices, Part::A, z, a)?;
-        self.evaluate_into(stream, &mut e.matrices, Part::B, z, b)?;
-        match c {
-            Some(c) => {
-                self.evaluate_into(stream, &mut e.matrices, Part::C, z, c)?;
-                clock
-                    .mark(Stage::Evaluate, stream)
-                    .map_err(|x| self.err(x))?;
-                Ok(self.ntt.h_step_in(bufs)?)
-            }
-            None => {
-                clock
-                    .mark(Stage::Evaluate, stream)
-                    .map_err(|x| self.err(x))?;
-                self.ntt.h_step_three_with(bufs, |stream, b| {
-                    self.evaluate_into(stream, &mut e.matrices, Part::C, z, b)
-                })
-            }
+        let four = c.is_some();
+        let evaluated = self
+            .evaluate_into(stream, &mut e.matrices, Part::A, z, a)
+            .and_then(|()| self.evaluate_into(stream, &mut e.matrices, Part::B, z, b))
+            .and_then(|()| match c {
+                Some(c) => self.evaluate_into(stream, &mut e.matrices, Part::C, z, c),
+                None => Ok(()),
+            })
+            .and_then(|()| clock.mark(Stage::Evaluate, stream).map_err(|x| self.err(x)));
+        if let Err(err) = evaluated {
+            // Nothing the evaluation reads (a streamed recording's host arrays) may go while
+            // a copy or kernel can still use it; the device error is the one to report.
+            let _ = stream.synchronize();
+            return Err(err);
+        }
+        // The H step synchronizes its stream on every path.
+        match four {
+            true => Ok(self.ntt.h_step_in(bufs)?),
+            false => self.ntt.h_step_three_with(bufs, |stream, b| {
+                self.evaluate_into(stream, &mut e.matrices, Part::C, z, b)
+            }),
         }
     }
 
