@@ -263,7 +263,8 @@ fn prove(request: &Request, c: &Common) -> Result<(), Failure> {
             .with_workers_per_device(workers)
             .with_g2(G2Placement::Gpu)
             .with_pinned_witness(
-                (options.synthesis_threads + workers + 1) * witness_bytes(&key.key),
+                (options.synthesis_threads + workers + 1)
+                    * witness_bytes(&key.key, options.synthesis),
             ),
     };
     let engine = Engine::start(cfg).map_err(Failure::start)?;

@@ -40,8 +40,9 @@ pub struct ProveOptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Synthesis {
     /// The circuit's constraints recorded once per parameter set (a file beside the
-    /// parameters), then per partition the witness alone, a, b and c evaluated from the
-    /// recording. The same witness as full synthesis. Default.
+    /// parameters), then per partition the witness alone; the engine evaluates a, b and c
+    /// from the recording (on the device, into the H step's vectors). The same witness as
+    /// full synthesis. Default.
     #[default]
     Recorded,
     /// bellperson's way: every constraint's linear combinations built and evaluated again for
@@ -449,10 +450,15 @@ fn job_error(key: &LoadedKey, k: usize, e: ProveError) -> FilecoinError {
 }
 
 /// Bytes of witness memory one partition of `key` holds while it synthesizes and until the
-/// engine has read it (a, b, c and the aux values, 32 bytes each): for
+/// engine has read it, 32 bytes a value: the aux values (in a buffer of at least the domain's
+/// size class), and a, b and c unless the engine evaluates them from the recording. For
 /// `Config::pinned_witness`.
-pub fn witness_bytes(key: &ProvingKey) -> usize {
-    32 * (3 * key.domain_size() + key.num_aux().max(key.domain_size()))
+pub fn witness_bytes(key: &ProvingKey, synthesis: Synthesis) -> usize {
+    let aux = key.num_aux().max(key.domain_size());
+    match synthesis {
+        Synthesis::Recorded => 32 * aux,
+        Synthesis::Full => 32 * (3 * key.domain_size() + aux),
+    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Once;
 
 use blstrs::Scalar;
-use zkpipe_filecoin::{witness_bytes, LoadedKey, ParamsCache, ProveOptions, Prover};
+use zkpipe_filecoin::{witness_bytes, LoadedKey, ParamsCache, ProveOptions, Prover, Synthesis};
 use zkpipe_pipeline::{Backend, Config, Engine, Randomness};
 
 /// The parameter directory of the tests: `FIL_PROOFS_PARAMETER_CACHE` when set (the GPU host
@@ -49,7 +49,7 @@ pub fn engine(key: &LoadedKey) -> Engine {
     let cfg = match on_gpu() {
         true => Config::default()
             .with_backend(Backend::Gpu)
-            .with_pinned_witness(4 * witness_bytes(&key.key)),
+            .with_pinned_witness(4 * witness_bytes(&key.key, Synthesis::Full)),
         false => Config::default().with_backend(Backend::Cpu),
     };
     Engine::start(cfg).expect("the engine starts")

@@ -192,17 +192,35 @@ impl DeviceShared {
         let keep = |k: &Kept| Some(k.shape) == shape;
         self.memory
             .acquire(&self.budget, bytes, keep, deadline)
-            .map_err(|e| match e {
-                ReclaimError::Deadline { .. } => ProveError::DeadlineExceeded {
-                    what: "waiting for device memory",
-                },
-                ReclaimError::Budget(b) => ProveError::Budget(b),
-                ReclaimError::Held { needed, available } => ProveError::DeviceMemoryHeld {
-                    device: self.ctx.ordinal(),
-                    needed,
-                    available,
-                },
-            })
+            .map_err(|e| self.reclaim_error(e))
+    }
+
+    /// As [`DeviceShared::acquire`], for a job: the grant comes counted as running (see
+    /// [`Reclaim::acquire_job`]).
+    pub fn acquire_job(
+        &self,
+        bytes: usize,
+        shape: Option<MemoryShape>,
+        deadline: Option<Instant>,
+    ) -> Result<reclaim::Active<'_>, ProveError> {
+        let keep = |k: &Kept| Some(k.shape) == shape;
+        self.memory
+            .acquire_job(&self.budget, bytes, keep, deadline)
+            .map_err(|e| self.reclaim_error(e))
+    }
+
+    fn reclaim_error(&self, e: ReclaimError) -> ProveError {
+        match e {
+            ReclaimError::Deadline { .. } => ProveError::DeadlineExceeded {
+                what: "waiting for device memory",
+            },
+            ReclaimError::Budget(b) => ProveError::Budget(b),
+            ReclaimError::Held { needed, available } => ProveError::DeviceMemoryHeld {
+                device: self.ctx.ordinal(),
+                needed,
+                available,
+            },
+        }
     }
 
     pub fn sample(&self, stats: &Counters) {

@@ -34,6 +34,9 @@ pub(crate) enum ReclaimError {
 pub(crate) struct Reclaim<T> {
     idle: Mutex<VecDeque<T>>,
     active: AtomicUsize,
+    /// Held while a request looks at the running jobs and the budget, and while a job's grant
+    /// is made and counted: a request never sees a job's bytes taken but the job not counted.
+    granting: Mutex<()>,
 }
 
 impl<T> Default for Reclaim<T> {
@@ -41,24 +44,41 @@ impl<T> Default for Reclaim<T> {
         Self {
             idle: Mutex::new(VecDeque::new()),
             active: AtomicUsize::new(0),
+            granting: Mutex::new(()),
         }
     }
+}
+
+/// Whether a grant is a job's (counted as running while it lives) or held for good (tables,
+/// a resident key or recording).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Holder {
+    Job,
+    ForGood,
 }
 
 /// A job holding device memory: counted as running until dropped, which releases its grant
 /// first.
 #[derive(Debug)]
 pub(crate) struct Active<'a> {
-    /// Some until the drop.
-    grant: Option<VramGrant>,
+    grant: VramGrant,
     count: &'a AtomicUsize,
+}
+
+impl Active<'_> {
+    /// Splits `bytes` off the job's grant, into a grant of their own (memory kept after the
+    /// job).
+    pub fn split_off(&mut self, bytes: usize) -> VramGrant {
+        self.grant.split_off(bytes)
+    }
 }
 
 impl Drop for Active<'_> {
     fn drop(&mut self) {
         // The bytes go back before the job stops counting: a request that then finds no job
         // running has already seen them free.
-        drop(self.grant.take());
+        let bytes = self.grant.bytes();
+        drop(self.grant.split_off(bytes));
         self.count.fetch_sub(1, Ordering::SeqCst);
     }
 }
@@ -88,18 +108,19 @@ impl<T> Reclaim<T> {
     }
 
     /// Counts a job holding `grant` as running until the returned guard drops.
+    #[cfg(test)]
     pub fn enter(&self, grant: VramGrant) -> Active<'_> {
         self.active.fetch_add(1, Ordering::SeqCst);
         Active {
-            grant: Some(grant),
+            grant,
             count: &self.active,
         }
     }
 
-    /// A grant of `bytes` from `budget`: at once if free; else after freeing idle memory,
-    /// entries that `keep` refuses first; else after a running job's memory goes, by
-    /// `deadline` if there is one. Refused when the budget can never hold `bytes`, when nothing
-    /// idle is left and no job runs, or when the deadline passes.
+    /// A grant of `bytes` from `budget` held for good (not a job's): at once if free; else
+    /// after freeing idle memory, entries that `keep` refuses first; else after a running job's
+    /// memory goes, by `deadline` if there is one. Refused when the budget can never hold
+    /// `bytes`, when nothing idle is left and no job runs, or when the deadline passes.
     pub fn acquire(
         &self,
         budget: &VramBudget,
@@ -107,38 +128,75 @@ impl<T> Reclaim<T> {
         keep: impl Fn(&T) -> bool,
         deadline: Option<Instant>,
     ) -> Result<VramGrant, ReclaimError> {
+        self.acquire_for(Holder::ForGood, budget, bytes, keep, deadline)
+    }
+
+    /// As [`Reclaim::acquire`], for a job: the grant comes counted as running (until the
+    /// returned guard drops), in one step with its making, so that no other request finds the
+    /// bytes taken and no job running.
+    pub fn acquire_job(
+        &self,
+        budget: &VramBudget,
+        bytes: usize,
+        keep: impl Fn(&T) -> bool,
+        deadline: Option<Instant>,
+    ) -> Result<Active<'_>, ReclaimError> {
+        let grant = self.acquire_for(Holder::Job, budget, bytes, keep, deadline)?;
+        Ok(Active {
+            grant,
+            count: &self.active,
+        })
+    }
+
+    /// The grant, counted as running when `holder` is a job (the count is the caller's to
+    /// give back, through [`Active`]).
+    fn acquire_for(
+        &self,
+        holder: Holder,
+        budget: &VramBudget,
+        bytes: usize,
+        keep: impl Fn(&T) -> bool,
+        deadline: Option<Instant>,
+    ) -> Result<VramGrant, ReclaimError> {
         loop {
-            // Read before looking at the budget: a job that stops running has given its bytes
-            // back by then (Active's drop), so they are seen below.
-            let running = self.active.load(Ordering::SeqCst);
-            if let Some(g) = budget.try_acquire(bytes)? {
-                return Ok(g);
-            }
-            if let Some(victim) = self.evict(&keep) {
-                drop(victim);
-                continue;
-            }
-            let s = budget.stats();
-            let available = s.capacity - s.in_use.min(s.capacity);
-            if running == 0 {
-                return Err(ReclaimError::Held {
-                    needed: bytes,
-                    available,
-                });
-            }
-            let step = match deadline.map(|d| d.saturating_duration_since(Instant::now())) {
-                Some(left) if left.is_zero() => {
+            {
+                let _turn = self.granting.lock().unwrap_or_else(|p| p.into_inner());
+                // Read before looking at the budget: a job that stops running has given its
+                // bytes back by then (Active's drop), so they are seen below.
+                let running = self.active.load(Ordering::SeqCst);
+                if let Some(g) = budget.try_acquire(bytes)? {
+                    if holder == Holder::Job {
+                        self.active.fetch_add(1, Ordering::SeqCst);
+                    }
+                    return Ok(g);
+                }
+                if let Some(victim) = self.evict(&keep) {
+                    drop(victim);
+                    continue;
+                }
+                let s = budget.stats();
+                let available = s.capacity - s.in_use.min(s.capacity);
+                if running == 0 {
+                    return Err(ReclaimError::Held {
+                        needed: bytes,
+                        available,
+                    });
+                }
+                if deadline.is_some_and(|d| Instant::now() >= d) {
                     return Err(ReclaimError::Deadline {
                         needed: bytes,
                         available,
-                    })
+                    });
                 }
-                Some(left) => left.min(STEP),
-                None => STEP,
-            };
+            }
+            // Wait (outside the turn) for a running job to give bytes back, then try again
+            // under the turn.
+            let step = deadline.map_or(STEP, |d| {
+                d.saturating_duration_since(Instant::now()).min(STEP)
+            });
             match budget.acquire(bytes, Some(step)) {
-                Ok(g) => return Ok(g),
-                Err(BudgetError::Timeout { .. }) => continue,
+                Ok(g) => drop(g),
+                Err(BudgetError::Timeout { .. }) => {}
                 Err(e) => return Err(e.into()),
             }
         }
@@ -282,5 +340,29 @@ mod tests {
             waited >= Duration::from_millis(120) && waited < Duration::from_secs(2),
             "{waited:?}"
         );
+    }
+
+    /// Two jobs asking at once for more than half the budget: the second waits for the first
+    /// and is never told that nothing runs (its grant made and counted in one step).
+    #[test]
+    fn jobs_asking_together_wait_for_each_other_never_refused() {
+        let budget = VramBudget::with_capacity(100);
+        let r: Reclaim<Kept> = Reclaim::default();
+        for round in 0..300 {
+            let start = std::sync::Barrier::new(2);
+            std::thread::scope(|s| {
+                let ask = || {
+                    start.wait();
+                    let job = r.acquire_job(&budget, 60, |_| false, None);
+                    let job = job.unwrap_or_else(|e| panic!("round {round}: {e}"));
+                    std::thread::yield_now();
+                    drop(job);
+                };
+                s.spawn(ask);
+                ask();
+            });
+        }
+        assert_eq!(budget.stats().in_use, 0);
+        assert_eq!(r.active.load(Ordering::SeqCst), 0);
     }
 }

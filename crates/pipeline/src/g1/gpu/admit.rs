@@ -125,19 +125,19 @@ impl GpuWorker {
             (0, _) | (_, Some(_)) => 0,
             (kept, None) => kept,
         };
-        let mut grant = self
+        let mut active = self
             .dev
-            .acquire(plan.bytes + new_kept, Some(shape), job.deadline)?;
+            .acquire_job(plan.bytes + new_kept, Some(shape), job.deadline)?;
         let memory = match (plan.kept, reused) {
             (0, _) => JobMemorySource::PerJob(shape),
             (_, Some(k)) => JobMemorySource::Reused(Box::new(k)),
-            (_, None) => JobMemorySource::New(shape, grant.split_off(new_kept)),
+            (_, None) => JobMemorySource::New(shape, active.split_off(new_kept)),
         };
         Ok(Admitted {
             plan,
             resident,
             matrices,
-            active: self.dev.memory.enter(grant),
+            active,
             memory,
         })
     }
