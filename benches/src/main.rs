@@ -177,6 +177,12 @@ enum Command {
         /// Also time the host's evaluation (it always runs once, to check the device's).
         #[arg(long)]
         cpu: bool,
+        /// Record Filecoin's PoRep C2 circuit for sectors of this many bytes (34359738368 for
+        /// 32 GiB) from its blank form instead of making a synthetic recording: the real
+        /// matrices, recorded here (the time and size are reported), evaluated at a made-up
+        /// witness of their shape.
+        #[arg(long, conflicts_with_all = ["constraints", "inputs", "aux", "nonzeros"])]
+        porep_sector_size: Option<u64>,
     },
     /// A circuit's witness made in full (bellperson's way) against the recorded path (the
     /// witness alone, then a, b and c evaluated from a recording), on the host's cores.
@@ -200,6 +206,11 @@ enum Command {
 }
 
 /// `r1cs`: the shape from the flags, on device 0.
+fn porep_r1cs_bench(sector_size: u64, runs: usize, cpu: bool) -> BenchResult<Report> {
+    let ctx = zkpipe_cuda::Context::new(0)?;
+    r1cs::run(&ctx, r1cs::Source::PoRep { sector_size }, runs, cpu)
+}
+
 fn r1cs_bench(
     constraints: usize,
     inputs: usize,
@@ -224,7 +235,7 @@ fn r1cs_bench(
         },
         nonzeros: [*a, *b, *c],
     };
-    r1cs::run(&ctx, synthetic, runs, cpu)
+    r1cs::run(&ctx, r1cs::Source::Synthetic(synthetic), runs, cpu)
 }
 
 /// `--g2-split PARTSxPER_THREAD`.
@@ -264,7 +275,11 @@ fn main() -> ExitCode {
             nonzeros,
             runs,
             cpu,
-        } => r1cs_bench(constraints, inputs, aux, &nonzeros, runs, cpu),
+            porep_sector_size,
+        } => match porep_sector_size {
+            Some(size) => porep_r1cs_bench(size, runs, cpu),
+            None => r1cs_bench(constraints, inputs, aux, &nonzeros, runs, cpu),
+        },
         Command::Params {
             k,
             file,

@@ -18,6 +18,7 @@ use storage_proofs_post::fallback::{
 };
 use storage_proofs_update::{EmptySectorUpdateCircuit, EmptySectorUpdateCompound, PartitionProof};
 use zkpipe_pipeline::Engine;
+use zkpipe_r1cs::{CircuitId, Recording};
 
 use crate::prover::{PartitionCircuit, ReferenceOutput};
 use crate::request::{PoRepC2, SnapUpdate, WindowPoSt, WinningPoSt};
@@ -567,5 +568,46 @@ fn snap<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
             circuit,
             expected_inputs: Some(inputs),
         })
+    })
+}
+
+/// PoRep C2's circuit for `sector_size`-byte sectors, recorded from its blank form (no
+/// vanilla proof needed: every partition of that size has these matrices), named as
+/// [`crate::ParamsCache::recording`] names it: for benchmarks and for recording ahead of the
+/// first proof.
+pub fn record_porep_blank(sector_size: u64) -> Result<Recording, FilecoinError> {
+    with_shape!(sector_size, porep_blank, sector_size)
+}
+
+fn porep_blank<Tree: 'static + MerkleTreeTrait>(
+    sector_size: u64,
+) -> Result<Recording, FilecoinError> {
+    let config: PoRepConfig = crate::gen::Registered::for_size(sector_size)?
+        .seal
+        .as_v1_config();
+    let setup = compound_proof::SetupParams {
+        vanilla_params: parameters::setup_params(&config)
+            .map_err(FilecoinError::filecoin("PoRep setup parameters"))?,
+        partitions: Some(usize::from(config.partitions)),
+        priority: false,
+    };
+    type Compound<T> = StackedCompound<T, DefaultPieceHasher>;
+    let pub_params = <Compound<Tree> as CompoundProof<
+        StackedDrg<'_, Tree, DefaultPieceHasher>,
+        _,
+    >>::setup(&setup)
+    .map_err(FilecoinError::filecoin("PoRep public parameters"))?;
+    let vp = &pub_params.vanilla_params;
+    let stem = format!(
+        "v{}-{}",
+        storage_proofs_core::parameter_cache::VERSION,
+        <Compound<Tree> as CacheableParameters<StackedCircuit<Tree, DefaultPieceHasher>, _>>::cache_identifier(vp)
+    );
+    let circuit =
+        <Compound<Tree> as CompoundProof<StackedDrg<'_, Tree, DefaultPieceHasher>, _>>::blank_circuit(vp);
+    let id = CircuitId(format!("{stem}@{}", crate::CIRCUIT_SOURCE));
+    zkpipe_bellperson::record(circuit, id).map_err(|source| FilecoinError::Recording {
+        path: std::path::PathBuf::from(format!("{stem}.zkpipe-r1cs")),
+        source: Box::new(source),
     })
 }

@@ -184,3 +184,23 @@ fn a_circuit_is_recorded_once_beside_its_parameters_and_a_damaged_recording_is_r
     );
     zkpipe_r1cs::file::load(&path, first.id()).expect("the file was replaced again");
 }
+
+/// PoRep C2's circuit recorded from its blank form (no sealed sector): named as the
+/// parameter cache names recordings, of the shape every partition of the size has; a sector
+/// size filecoin-proofs does not prove is an error naming it.
+#[test]
+fn porep_recorded_from_its_blank_circuit() {
+    let rec = zkpipe_filecoin::record_porep_blank(2048).unwrap();
+    let id = rec.id().to_string();
+    assert!(
+        id.starts_with("v28-stacked-proof-of-replication")
+            && id.ends_with(&format!("@{}", zkpipe_filecoin::CIRCUIT_SOURCE)),
+        "{id}"
+    );
+    let shape = rec.shape();
+    assert!(shape.constraints > 100_000 && shape.inputs > 1, "{shape:?}");
+    let nonzeros = rec.matrices().map(|m| m.nonzeros());
+    assert!(nonzeros.iter().all(|&n| n > 0), "{nonzeros:?}");
+    let err = zkpipe_filecoin::record_porep_blank(4096).unwrap_err();
+    assert!(err.to_string().contains("4096"), "{err}");
+}
