@@ -277,18 +277,8 @@ fn porep_c2<Tree: 'static + MerkleTreeTrait>(
         k: None,
         seed: Some(c1.seed),
     };
-    let setup = compound_proof::SetupParams {
-        vanilla_params: parameters::setup_params(&config)
-            .map_err(FilecoinError::filecoin("PoRep setup parameters"))?,
-        partitions: Some(partitions),
-        priority: false,
-    };
     type Compound<T> = StackedCompound<T, DefaultPieceHasher>;
-    let pub_params = <Compound<Tree> as CompoundProof<
-        StackedDrg<'_, Tree, DefaultPieceHasher>,
-        _,
-    >>::setup(&setup)
-    .map_err(FilecoinError::filecoin("PoRep public parameters"))?;
+    let pub_params = porep_public_params::<Tree>(&config, partitions)?;
     let vp = &pub_params.vanilla_params;
     let key = load_key(prover, <Compound<Tree> as CacheableParameters<StackedCircuit<Tree, DefaultPieceHasher>, _>>::cache_identifier(vp), vp.sector_size(), || {
         <Compound<Tree> as CompoundProof<StackedDrg<'_, Tree, DefaultPieceHasher>, _>>::blank_circuit(vp)
@@ -571,6 +561,28 @@ fn snap<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     })
 }
 
+/// PoRep's public parameters for `config` in `partitions` partitions, as filecoin-proofs sets
+/// them up.
+fn porep_public_params<Tree: 'static + MerkleTreeTrait>(
+    config: &PoRepConfig,
+    partitions: usize,
+) -> Result<
+    compound_proof::PublicParams<'static, StackedDrg<'static, Tree, DefaultPieceHasher>>,
+    FilecoinError,
+> {
+    let setup = compound_proof::SetupParams {
+        vanilla_params: parameters::setup_params(config)
+            .map_err(FilecoinError::filecoin("PoRep setup parameters"))?,
+        partitions: Some(partitions),
+        priority: false,
+    };
+    <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<
+        StackedDrg<'_, Tree, DefaultPieceHasher>,
+        _,
+    >>::setup(&setup)
+    .map_err(FilecoinError::filecoin("PoRep public parameters"))
+}
+
 /// PoRep C2's circuit for `sector_size`-byte sectors, recorded from its blank form (no
 /// vanilla proof needed: every partition of that size has these matrices), named as
 /// [`crate::ParamsCache::recording`] names it: for benchmarks and for recording ahead of the
@@ -585,18 +597,8 @@ fn porep_blank<Tree: 'static + MerkleTreeTrait>(
     let config: PoRepConfig = crate::gen::Registered::for_size(sector_size)?
         .seal
         .as_v1_config();
-    let setup = compound_proof::SetupParams {
-        vanilla_params: parameters::setup_params(&config)
-            .map_err(FilecoinError::filecoin("PoRep setup parameters"))?,
-        partitions: Some(usize::from(config.partitions)),
-        priority: false,
-    };
     type Compound<T> = StackedCompound<T, DefaultPieceHasher>;
-    let pub_params = <Compound<Tree> as CompoundProof<
-        StackedDrg<'_, Tree, DefaultPieceHasher>,
-        _,
-    >>::setup(&setup)
-    .map_err(FilecoinError::filecoin("PoRep public parameters"))?;
+    let pub_params = porep_public_params::<Tree>(&config, usize::from(config.partitions))?;
     let vp = &pub_params.vanilla_params;
     let stem = format!(
         "v{}-{}",

@@ -241,59 +241,20 @@ fn proofs_are_byte_identical_across_backends_caps_and_residency() {
     .unwrap();
     let want = cpu.submit(&key, w.clone(), fixed).unwrap().wait().unwrap();
     drop(cpu);
-    let mut plans = Vec::new();
     // No cap, a 16 GiB card, and budgets small enough for the three-vector H step and small
     // MSM chunks; each with the key resident (where it fits) and streamed.
-    for cap in [
+    let caps = [
         None,
         Some(16 << 30),
         Some(400 * MIB),
         Some(160 * MIB),
         Some(128 * MIB),
         Some(112 * MIB),
-    ] {
-        for resident in [true, false] {
-            let engine = Engine::start(
-                Config::default()
-                    .with_proof_check(ProofCheck::Off)
-                    .with_backend(Backend::Gpu)
-                    .with_vram_cap(cap)
-                    .with_vram_margin(0)
-                    .with_keep_key_resident(resident)
-                    .with_g2(G2Placement::Gpu),
-            )
-            .unwrap();
-            let what = format!("cap {cap:?}, resident {resident}");
-            let jobs = engine
-                .submit_batch(&key, vec![w.clone(), w.clone()], fixed)
-                .unwrap();
-            for j in jobs {
-                match j.wait_report() {
-                    Ok((proof, report)) => {
-                        assert_eq!(
-                            proof.to_bytes(),
-                            want.to_bytes(),
-                            "{what}: {:?}",
-                            report.plan
-                        );
-                        assert!(report.device_ms.len() >= 5, "{what}: {report:?}");
-                        plans.extend(report.plan);
-                    }
-                    Err(ProveError::TooLargeForDevice {
-                        needed, capacity, ..
-                    }) => {
-                        assert!(cap.is_some() && needed > capacity, "{what}");
-                    }
-                    Err(e) => panic!("{what}: {e}"),
-                }
-            }
-            let st = engine.shutdown();
-            if let Some(c) = cap {
-                assert!(st.vram_budget_high_water <= c, "{what}: {st:?}");
-            }
-        }
-    }
-    println!("plans: {plans:#?}");
+    ];
+    let every_stage = |what: &str, report: &zkpipe_pipeline::JobReport| {
+        assert!(report.device_ms.len() >= 5, "{what}: {report:?}");
+    };
+    let plans = prove_under_caps(&key, &w, &want, fixed, &caps, &every_stage);
     assert!(
         plans
             .iter()
@@ -618,6 +579,68 @@ fn assert_some_plan(plans: &[PlanReport], has: impl Fn(&PlanReport) -> bool) {
     assert!(plans.iter().any(has), "no such plan among {plans:#?}");
 }
 
+/// What [`prove_under_caps`] checks of each job's report besides its proof bytes.
+type ReportCheck<'a> = &'a dyn Fn(&str, &zkpipe_pipeline::JobReport);
+
+/// Proves `w` twice on the GPU under each cap of `caps`, with the key resident (where it
+/// fits) and streamed: every proof must be `want`'s bytes (a job too large for a cap must say
+/// so with the bytes), every report pass `check`, and the VRAM high-water stay under the cap.
+/// Gives the plans the jobs ran under.
+fn prove_under_caps(
+    key: &Arc<zkpipe_pipeline::ProvingKey>,
+    w: &zkpipe_pipeline::Witness,
+    want: &zkpipe_pipeline::Proof,
+    fixed: Randomness,
+    caps: &[Option<usize>],
+    check: ReportCheck<'_>,
+) -> Vec<PlanReport> {
+    let mut plans = Vec::new();
+    for &cap in caps {
+        for resident in [true, false] {
+            let engine = Engine::start(
+                Config::default()
+                    .with_proof_check(ProofCheck::Off)
+                    .with_backend(Backend::Gpu)
+                    .with_vram_cap(cap)
+                    .with_vram_margin(0)
+                    .with_keep_key_resident(resident)
+                    .with_g2(G2Placement::Gpu),
+            )
+            .unwrap();
+            let what = format!("cap {cap:?}, resident {resident}");
+            let jobs = engine
+                .submit_batch(key, vec![w.clone(), w.clone()], fixed)
+                .unwrap();
+            for j in jobs {
+                match j.wait_report() {
+                    Ok((proof, report)) => {
+                        assert_eq!(
+                            proof.to_bytes(),
+                            want.to_bytes(),
+                            "{what}: {:?}",
+                            report.plan
+                        );
+                        check(&what, &report);
+                        plans.extend(report.plan);
+                    }
+                    Err(ProveError::TooLargeForDevice {
+                        needed, capacity, ..
+                    }) => {
+                        assert!(cap.is_some() && needed > capacity, "{what}");
+                    }
+                    Err(e) => panic!("{what}: {e}"),
+                }
+            }
+            let st = engine.shutdown();
+            if let Some(c) = cap {
+                assert!(st.vram_budget_high_water <= c, "{what}: {st:?}");
+            }
+        }
+    }
+    println!("plans: {plans:#?}");
+    plans
+}
+
 /// The recorded path on the device: a, b and c evaluated from the recording into the H
 /// step's vectors give the proof the CPU makes from the evaluated witness, in the
 /// four-vector and the three-vector H step, with the matrices resident and streamed, the key
@@ -645,54 +668,15 @@ fn recorded_witnesses_prove_on_the_device_as_evaluated_ones_on_the_cpu() {
     let evaluated = w.clone().evaluated().unwrap();
     let want = cpu.submit(&key, evaluated, fixed).unwrap().wait().unwrap();
     drop(cpu);
-    let mut plans = Vec::new();
-    for cap in [None, Some(400 * MIB), Some(160 * MIB), Some(128 * MIB)] {
-        for resident in [true, false] {
-            let engine = Engine::start(
-                Config::default()
-                    .with_proof_check(ProofCheck::Off)
-                    .with_backend(Backend::Gpu)
-                    .with_vram_cap(cap)
-                    .with_vram_margin(0)
-                    .with_keep_key_resident(resident)
-                    .with_g2(G2Placement::Gpu),
-            )
-            .unwrap();
-            let what = format!("cap {cap:?}, resident {resident}");
-            let jobs = engine
-                .submit_batch(&key, vec![w.clone(), w.clone()], fixed)
-                .unwrap();
-            for j in jobs {
-                match j.wait_report() {
-                    Ok((proof, report)) => {
-                        assert_eq!(
-                            proof.to_bytes(),
-                            want.to_bytes(),
-                            "{what}: {:?}",
-                            report.plan
-                        );
-                        let evaluate = report
-                            .device_ms
-                            .iter()
-                            .find(|t| t.stage == zkpipe_pipeline::Stage::Evaluate);
-                        assert!(evaluate.is_some(), "{what}: {report:?}");
-                        plans.extend(report.plan);
-                    }
-                    Err(ProveError::TooLargeForDevice {
-                        needed, capacity, ..
-                    }) => {
-                        assert!(cap.is_some() && needed > capacity, "{what}");
-                    }
-                    Err(e) => panic!("{what}: {e}"),
-                }
-            }
-            let st = engine.shutdown();
-            if let Some(c) = cap {
-                assert!(st.vram_budget_high_water <= c, "{what}: {st:?}");
-            }
-        }
-    }
-    println!("plans: {plans:#?}");
+    let evaluated_on_device = |what: &str, report: &zkpipe_pipeline::JobReport| {
+        let evaluate = report
+            .device_ms
+            .iter()
+            .find(|t| t.stage == zkpipe_pipeline::Stage::Evaluate);
+        assert!(evaluate.is_some(), "{what}: {report:?}");
+    };
+    let caps = [None, Some(400 * MIB), Some(160 * MIB), Some(128 * MIB)];
+    let plans = prove_under_caps(&key, &w, &want, fixed, &caps, &evaluated_on_device);
     let recorded = |m| move |p: &PlanReport| p.matrices == Some(m);
     assert_some_plan(&plans, recorded(MatricesPlacement::Resident));
     assert_some_plan(&plans, recorded(MatricesPlacement::Streamed));
