@@ -17,7 +17,7 @@
 pub mod circuits;
 mod recorded;
 
-pub use recorded::{record, synthesize_recorded, RecordedError};
+pub use recorded::{record, synthesize_recorded, synthesize_recorded_parts, RecordedError};
 pub use zkpipe_r1cs::{CircuitId, Recording};
 
 use std::sync::Arc;

@@ -7,6 +7,7 @@ use blstrs::Scalar;
 use ff::Field;
 use std::sync::Arc;
 
+use rayon::prelude::*;
 use zkpipe_pipeline::{ProveError, Scalars, Witness};
 use zkpipe_r1cs::{
     CircuitId, Recording, RecordingBuilder, RecordingError, Shape, Variable as R1csVariable,
@@ -83,6 +84,146 @@ pub fn synthesize_recorded<C: Circuit<Scalar>>(
         recording: Some(Arc::clone(recording)),
         ..Witness::default()
     })
+}
+
+/// As [`synthesize_recorded`] for a circuit made of a prologue and independent parts of one
+/// shape, given as `parts`: sub-circuits that each hold the prologue and one part, in the
+/// whole circuit's order (a PoRep partition's challenges, one each). They are synthesized on
+/// all cores at once and their witnesses joined: the prologue's variables once, then each
+/// part's, into `aux`. The result is the whole circuit's witness when the circuit is so made;
+/// sub-circuits whose prologues differ, or whose parts are of other sizes than the recording
+/// allows, are refused with the numbers. Each sub-circuit's own witness is held until the
+/// join: about one more copy of the aux values.
+pub fn synthesize_recorded_parts<C: Circuit<Scalar> + Send>(
+    parts: Vec<C>,
+    recording: &Arc<Recording>,
+    mut aux: Scalars,
+) -> Result<Witness, RecordedError> {
+    let mismatch = |what, expected, got| RecordingError::ShapeMismatch {
+        id: recording.id().clone(),
+        what,
+        expected,
+        got,
+    };
+    let subs: Vec<WitnessSystem> = parts
+        .into_par_iter()
+        .map(|c| -> Result<WitnessSystem, RecordedError> {
+            let mut cs = WitnessSystem {
+                input: Vec::new(),
+                aux: Scalars::default(),
+                constraints: 0,
+            };
+            cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
+            c.synthesize(&mut cs)?;
+            Ok(cs)
+        })
+        .collect::<Result<_, _>>()?;
+    let Some(first) = subs.first() else {
+        return Err(mismatch("parts", 1, 0).into());
+    };
+    let want = recording.shape();
+    let split = PartSplit::of(first, subs.len(), want)
+        .map_err(|(what, expected, got)| mismatch(what, expected, got))?;
+    let (head_inputs, head_aux) = (first.input.len(), first.aux.len());
+    for sub in &subs[1..] {
+        if sub.input.len() != head_inputs {
+            return Err(mismatch(
+                "inputs of a part's sub-circuit",
+                head_inputs,
+                sub.input.len(),
+            )
+            .into());
+        }
+        if sub.aux.len() != head_aux {
+            return Err(mismatch(
+                "aux variables of a part's sub-circuit",
+                head_aux,
+                sub.aux.len(),
+            )
+            .into());
+        }
+        let same_prologue = sub.input[..split.prologue_inputs]
+            == first.input[..split.prologue_inputs]
+            && sub.aux.as_fr()[..split.prologue_aux] == first.aux.as_fr()[..split.prologue_aux];
+        if !same_prologue {
+            return Err(
+                mismatch("sub-circuits with the first one's prologue", subs.len(), 0).into(),
+            );
+        }
+    }
+    let mut input = first.input.clone();
+    for sub in &subs[1..] {
+        input.extend_from_slice(&sub.input[split.prologue_inputs..]);
+    }
+    let room = aux.append_slots(want.aux)?;
+    let (head, rest) = room.split_at_mut(head_aux);
+    head.copy_from_slice(first.aux.as_fr());
+    if split.part_aux > 0 {
+        rest.par_chunks_mut(split.part_aux)
+            .zip(subs[1..].par_iter())
+            .for_each(|(dst, sub)| dst.copy_from_slice(&sub.aux.as_fr()[split.prologue_aux..]));
+    }
+    let densities = recording.densities().clone();
+    Ok(Witness {
+        input,
+        aux,
+        a_aux_density: densities.a_aux,
+        b_input_density: densities.b_input,
+        b_aux_density: densities.b_aux,
+        recording: Some(Arc::clone(recording)),
+        ..Witness::default()
+    })
+}
+
+/// How the recording's variables split into a prologue and `parts` parts, given the first
+/// sub-circuit's (the prologue and one part).
+struct PartSplit {
+    prologue_inputs: usize,
+    prologue_aux: usize,
+    part_aux: usize,
+}
+
+impl PartSplit {
+    /// The split, or what does not add up: (what, expected, got).
+    fn of(
+        first: &WitnessSystem,
+        parts: usize,
+        whole: Shape,
+    ) -> Result<Self, (&'static str, usize, usize)> {
+        let per_part =
+            |what, one: usize, all: usize| -> Result<usize, (&'static str, usize, usize)> {
+                let Some(more) = all.checked_sub(one) else {
+                    return Err((what, all, one));
+                };
+                match parts {
+                    1 if more == 0 => Ok(0),
+                    1 => Err((what, all, one)),
+                    _ if more % (parts - 1) == 0 => Ok(more / (parts - 1)),
+                    _ => Err((what, all, one + (more / (parts - 1)) * (parts - 1))),
+                }
+            };
+        let part_inputs = per_part("inputs", first.input.len(), whole.inputs)?;
+        let part_aux = per_part("aux variables", first.aux.len(), whole.aux)?;
+        let prologue_inputs = first.input.len().checked_sub(part_inputs).ok_or((
+            "inputs of a part",
+            first.input.len(),
+            part_inputs,
+        ))?;
+        let prologue_aux = first.aux.len().checked_sub(part_aux).ok_or((
+            "aux variables of a part",
+            first.aux.len(),
+            part_aux,
+        ))?;
+        // The prologue holds the constant one at least.
+        if prologue_inputs == 0 {
+            return Err(("inputs of the prologue", 1, 0));
+        }
+        Ok(Self {
+            prologue_inputs,
+            prologue_aux,
+            part_aux,
+        })
+    }
 }
 
 /// Refuses a circuit whose synthesis does not have the recording's shape.

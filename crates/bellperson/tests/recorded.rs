@@ -212,3 +212,92 @@ fn a_recording_read_back_from_a_file_gives_the_same_witness() {
     assert!(matches!(err, RecordingError::OtherCircuit { .. }), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A prologue (x, an input) and parts that each allocate x·(k + 2) and make it an input: a
+/// circuit of independent parts of one shape, as a PoRep partition's challenges are.
+#[derive(Debug, Clone)]
+struct Parted {
+    x: Option<Scalar>,
+    parts: Vec<u64>,
+}
+
+impl Circuit<Scalar> for Parted {
+    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+        let x_val = self.x;
+        let x = cs.alloc(|| "x", || x_val.ok_or(SynthesisError::AssignmentMissing))?;
+        let x2 = cs.alloc(
+            || "x2",
+            || {
+                x_val
+                    .map(|x| x.square())
+                    .ok_or(SynthesisError::AssignmentMissing)
+            },
+        )?;
+        cs.enforce(|| "x2", |lc| lc + x, |lc| lc + x, |lc| lc + x2);
+        for k in self.parts {
+            let m = Scalar::from(k + 2);
+            let value = || {
+                x_val
+                    .map(|x| x * m)
+                    .ok_or(SynthesisError::AssignmentMissing)
+            };
+            let y = cs.alloc(|| "y", value)?;
+            let input = cs.alloc_input(|| "y input", value)?;
+            cs.enforce(|| "y", |lc| lc + (m, x), |lc| lc + CS::one(), |lc| lc + y);
+            cs.enforce(
+                || "input",
+                |lc| lc + y,
+                |lc| lc + CS::one(),
+                |lc| lc + input,
+            );
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_circuit_of_independent_parts_is_synthesized_part_by_part_into_the_same_witness() {
+    use zkpipe_bellperson::synthesize_recorded_parts;
+    let x = Some(Scalar::from(7u64));
+    let whole = |parts: Vec<u64>| Parted { x, parts };
+    for n in [1u64, 2, 5] {
+        let blank = Parted {
+            x: None,
+            parts: (0..n).collect(),
+        };
+        let rec = Arc::new(record(blank, id("parted")).unwrap());
+        let want = synthesize(whole((0..n).collect())).unwrap();
+        let subs = (0..n).map(|k| whole(vec![k])).collect();
+        let got = synthesize_recorded_parts(subs, &rec, Default::default()).unwrap();
+        assert_same(&got, &want, &format!("{n} parts"));
+    }
+    // Parts that do not add up to the recording, and prologues that differ: refused.
+    let rec = Arc::new(
+        record(
+            Parted {
+                x: None,
+                parts: vec![0, 1, 2],
+            },
+            id("parted"),
+        )
+        .unwrap(),
+    );
+    for n in [2, 4] {
+        let subs = (0..n).map(|k| whole(vec![k])).collect();
+        let err = synthesize_recorded_parts(subs, &rec, Default::default()).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                RecordedError::Recording(RecordingError::ShapeMismatch { .. })
+            ),
+            "{n} parts: {err}"
+        );
+    }
+    let other = Parted {
+        x: Some(Scalar::from(8u64)),
+        parts: vec![1],
+    };
+    let subs = vec![whole(vec![0]), other, whole(vec![2])];
+    let err = synthesize_recorded_parts(subs, &rec, Default::default()).unwrap_err();
+    assert!(err.to_string().contains("prologue"), "{err}");
+}
