@@ -22,6 +22,7 @@ use zkpipe_r1cs::{CircuitId, Recording};
 
 use crate::prover::{PartitionCircuit, ReferenceOutput};
 use crate::request::{PoRepC2, SnapUpdate, WindowPoSt, WinningPoSt};
+use crate::Synthesis;
 use crate::{catch, FilecoinError, LoadedKey, ProofOutput, Prover, Request};
 
 /// How far a request goes.
@@ -294,9 +295,25 @@ fn porep_c2<Tree: 'static + MerkleTreeTrait>(
             _,
         >>::generate_public_inputs(&pub_in, vp, Some(k))
         .map_err(FilecoinError::filecoin("the PoRep public inputs"))?;
+        // The recorded path synthesizes the partition's challenges on all cores: a circuit a
+        // challenge, each with the prologue (replica id, commitments) that they share.
+        let challenges = &vanilla[k];
+        let parts = match (prover.options.synthesis, challenges.len()) {
+            (Synthesis::Recorded, 2..) => (0..challenges.len())
+                .map(|i| {
+                    <Compound<Tree> as CompoundProof<
+                        StackedDrg<'_, Tree, DefaultPieceHasher>,
+                        _,
+                    >>::circuit(&pub_in, (), &vec![challenges[i].clone()], vp, Some(k))
+                    .map_err(FilecoinError::filecoin("building a PoRep challenge's circuit"))
+                })
+                .collect::<Result<_, _>>()?,
+            _ => Vec::new(),
+        };
         Ok(PartitionCircuit {
             circuit,
             expected_inputs: Some(inputs),
+            parts,
         })
     })
 }
@@ -380,6 +397,7 @@ fn post_partitions<'a, Tree: 'static + MerkleTreeTrait>(
         Ok(PartitionCircuit {
             circuit,
             expected_inputs,
+            parts: Vec::new(),
         })
     })
 }
@@ -557,6 +575,7 @@ fn snap<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
         Ok(PartitionCircuit {
             circuit,
             expected_inputs: Some(inputs),
+            parts: Vec::new(),
         })
     })
 }

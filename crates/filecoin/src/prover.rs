@@ -121,6 +121,11 @@ pub struct ReferenceOutput {
 pub(crate) struct PartitionCircuit<C> {
     pub circuit: C,
     pub expected_inputs: Option<Vec<Scalar>>,
+    /// The circuit again as sub-circuits of its prologue and one independent part each (PoRep:
+    /// a challenge each), for the recorded path to synthesize on all cores
+    /// ([`zkpipe_bellperson::synthesize_recorded_parts`]); empty where the circuit is not so
+    /// made or the path is full synthesis.
+    pub parts: Vec<C>,
 }
 
 /// Filecoin proofs through a zkpipe engine.
@@ -185,7 +190,7 @@ impl Prover {
         make: F,
     ) -> Result<ProofOutput, FilecoinError>
     where
-        C: Circuit<Scalar>,
+        C: Circuit<Scalar> + Send,
         F: Fn(usize) -> Result<PartitionCircuit<C>, FilecoinError> + Sync,
     {
         let t = Instant::now();
@@ -281,7 +286,7 @@ impl Prover {
         make: &F,
     ) -> Result<Submitted, FilecoinError>
     where
-        C: Circuit<Scalar>,
+        C: Circuit<Scalar> + Send,
         F: Fn(usize) -> Result<PartitionCircuit<C>, FilecoinError> + Sync,
     {
         let started = Instant::now();
@@ -302,8 +307,10 @@ impl Prover {
             }
             Some(rec) => {
                 let aux = engine.lend_aux(&key.key, LEND_WAIT).map_err(prove_err)?;
-                catch("synthesis", Some(k), || {
-                    zkpipe_bellperson::synthesize_recorded(part.circuit, rec, aux)
+                let PartitionCircuit { circuit, parts, .. } = part;
+                catch("synthesis", Some(k), || match parts.is_empty() {
+                    true => zkpipe_bellperson::synthesize_recorded(circuit, rec, aux),
+                    false => zkpipe_bellperson::synthesize_recorded_parts(parts, rec, aux),
                 })?
                 .map_err(|source| recorded_error(key, k, source))?
             }
@@ -343,7 +350,7 @@ impl Prover {
         make: &F,
     ) -> Result<(Proof, PartitionReport), FilecoinError>
     where
-        C: Circuit<Scalar>,
+        C: Circuit<Scalar> + Send,
         F: Fn(usize) -> Result<PartitionCircuit<C>, FilecoinError> + Sync,
     {
         let Submitted {
