@@ -81,6 +81,45 @@ fn recording(s: Synthetic) -> BenchResult<Recording> {
     )?)
 }
 
+/// Rows of more than this many entries count as long: one thread a row makes its warp wait
+/// for them.
+const LONG_ROW: usize = 16;
+
+/// How a matrix's entries fall into rows: what the kernel's balance depends on.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+struct RowProfile {
+    /// Rows of more than [`LONG_ROW`] entries.
+    long_rows: usize,
+    /// The entries those rows hold.
+    long_entries: usize,
+    longest: usize,
+}
+
+impl RowProfile {
+    fn of(m: &Matrix) -> Self {
+        let lengths = m
+            .parts()
+            .starts
+            .par_windows(2)
+            .map(|w| (w[1] - w[0]) as usize);
+        let long = lengths.clone().filter(|&l| l > LONG_ROW);
+        Self {
+            long_rows: long.clone().count(),
+            long_entries: long.sum(),
+            longest: lengths.max().unwrap_or(0),
+        }
+    }
+
+    fn text(&self, nonzeros: usize) -> String {
+        format!(
+            "{} ({:.0}% of entries, longest {})",
+            self.long_rows,
+            100.0 * self.long_entries as f64 / nonzeros.max(1) as f64,
+            self.longest
+        )
+    }
+}
+
 /// Where the benchmark's recording comes from.
 #[derive(Debug, Clone, Copy)]
 pub enum Source {
@@ -205,10 +244,15 @@ pub fn run(
     let gbps = bytes as f64 / (device_ms * 1e6);
     let [na, nb, nc] = rec.matrices().map(|m| m.nonzeros());
     let cpu_text = cpu_ms.map_or("-".to_string(), |ms| format!("{ms:.0}"));
+    let profiles = rec.matrices().map(RowProfile::of);
+    let [pa, pb, pc] = &profiles;
     let table = format!(
-        "\nRecorded evaluation, {name}: {n} constraints, {} inputs, {} aux, nonzeros A {na} B {nb} C {nc} (made in {made_s:.1} s, uploaded in {upload_s:.1} s); device median of {runs} after a warm-up, equal to the host's:\n| recording GiB | A ms | B ms | C ms | device ms | matrix GB/s | host ms ({} threads) |\n| --- | --- | --- | --- | --- | --- | --- |\n| {gib:.2} | {a_ms:.1} | {b_ms:.1} | {c_ms:.1} | {device_ms:.1} | {gbps:.0} | {cpu_text} |\n",
+        "\nRecorded evaluation, {name}: {n} constraints, {} inputs, {} aux, nonzeros A {na} B {nb} C {nc}, rows of more than {LONG_ROW} entries A {} B {} C {} (made in {made_s:.1} s, uploaded in {upload_s:.1} s); device median of {runs} after a warm-up, equal to the host's:\n| recording GiB | A ms | B ms | C ms | device ms | matrix GB/s | host ms ({} threads) |\n| --- | --- | --- | --- | --- | --- | --- |\n| {gib:.2} | {a_ms:.1} | {b_ms:.1} | {c_ms:.1} | {device_ms:.1} | {gbps:.0} | {cpu_text} |\n",
         shape.inputs,
         shape.aux,
+        pa.text(na),
+        pb.text(nb),
+        pc.text(nc),
         rayon::current_num_threads(),
     );
     Ok(Report {
@@ -218,6 +262,7 @@ pub fn run(
             "nonzeros": [na, nb, nc], "table": rec.table().len(),
             "recording_bytes": bytes, "a_ms": a_ms, "b_ms": b_ms, "c_ms": c_ms,
             "device_ms": device_ms, "host_ms": cpu_ms, "made_s": made_s, "upload_s": upload_s,
+            "row_profiles": profiles,
         }),
     })
 }

@@ -4,7 +4,7 @@
 mod common;
 
 use blstrs::Scalar;
-use common::{random_with, witness};
+use common::{random_shaped, random_with, witness, Lengths};
 use ff::Field;
 use zkpipe_cuda::testing::gpu_context;
 use zkpipe_cuda::{DeviceBuffer, Stream};
@@ -33,9 +33,19 @@ fn the_device_evaluates_as_the_host_does() {
     let Some(ctx) = gpu_context() else { return };
     let stream = Stream::new(&ctx).unwrap();
     let gpu = CudaEvaluator::new(&ctx).unwrap();
-    // Rows from none to 2^16, few variables (repeated columns) and many (spread columns).
-    for (n, inputs, aux, seed) in [(1, 1, 1, 1), (1000, 3, 20, 2), (1 << 16, 40, 1 << 16, 3)] {
-        let t = random_with(n, inputs, aux, seed);
+    // Rows from none to 2^16, few variables (repeated columns) and many (spread columns);
+    // short rows only, and long ones among them (alone in their warp, several in one, the
+    // last rows of a partial warp).
+    for (n, inputs, aux, lengths, seed) in [
+        (1, 1, 1, Lengths::Short, 1),
+        (1000, 3, 20, Lengths::Short, 2),
+        (1 << 16, 40, 1 << 16, Lengths::Short, 3),
+        (1, 1, 5, Lengths::WithLong, 4),
+        (45, 2, 100, Lengths::WithLong, 5),
+        (5000, 3, 20, Lengths::WithLong, 6),
+        (20_011, 40, 1 << 16, Lengths::WithLong, 7),
+    ] {
+        let t = random_shaped(n, inputs, aux, lengths, seed);
         let (zi, za) = witness(inputs, aux, seed);
         let want = host(&t.rec, &zi, &za);
         let dev = DeviceRecording::upload(&ctx, &t.rec).unwrap();
@@ -214,13 +224,15 @@ fn evaluate_split_both_ways(
 fn the_split_witness_evaluates_as_its_values_resident_and_streamed() {
     let Some(ctx) = gpu_context() else { return };
     // z of one variable, of a word and one, and across many words; chunks from the longest
-    // row (1) to more than the matrix.
-    for (n, inputs, rows, chunk, seed) in [
-        (2, 1, 1, 1, 1),
-        (33, 2, 300, 1, 2),
-        (1000, 3, 300, 17, 3),
-        (70_001, 5, 5000, 4096, 4),
-        (70_001, 5, 5000, 1 << 20, 5),
+    // row (1, then 1000 with long rows) to more than the matrix.
+    for (n, inputs, rows, lengths, chunk, seed) in [
+        (2, 1, 1, Lengths::Short, 1, 1),
+        (33, 2, 300, Lengths::Short, 1, 2),
+        (1000, 3, 300, Lengths::Short, 17, 3),
+        (70_001, 5, 5000, Lengths::Short, 4096, 4),
+        (70_001, 5, 5000, Lengths::Short, 1 << 20, 5),
+        (70_001, 5, 5000, Lengths::WithLong, 1000, 6),
+        (70_001, 5, 5000, Lengths::WithLong, 1 << 20, 7),
     ] {
         let z = mixed_z(n, seed);
         let split = zkpipe_msm::SplitScalars::of(&z).unwrap();
@@ -229,7 +241,7 @@ fn the_split_witness_evaluates_as_its_values_resident_and_streamed() {
         let tail = DeviceBuffer::from_host(&ctx, split.tail()).unwrap();
         let d_lookup = DeviceTailLookup::upload(&ctx, &lookup).unwrap();
         let dz = DeviceZ::Split(DeviceSplitZ::new(&ones, &d_lookup, &tail).unwrap());
-        let t = random_with(rows, inputs, n - inputs, seed);
+        let t = random_shaped(rows, inputs, n - inputs, lengths, seed);
         let (zi, za) = z.split_at(inputs);
         let za: Vec<Fr> = cast::scalars_as_fr(za).to_vec();
         let want = host(&t.rec, zi, &za);

@@ -6,7 +6,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use blstrs::Scalar;
-use common::{random, witness};
+use common::{random, random_shaped, witness, Lengths};
 use ff::Field;
 use zkpipe_field::Fr;
 use zkpipe_r1cs::{
@@ -34,8 +34,14 @@ fn evaluate(rec: &Recording, inputs: &[Scalar], aux: &[Fr]) -> [Vec<Fr>; 3] {
 
 #[test]
 fn evaluation_equals_the_sum_of_each_rows_terms() {
-    for (n, seed) in [(0, 1), (1, 2), (100, 3), (10_000, 4)] {
-        let t = random(n, seed);
+    for (n, lengths, seed) in [
+        (0, Lengths::Short, 1),
+        (1, Lengths::Short, 2),
+        (100, Lengths::Short, 3),
+        (10_000, Lengths::Short, 4),
+        (2_000, Lengths::WithLong, 5),
+    ] {
+        let t = random_shaped(n, 3, 20, lengths, seed);
         let (inputs, aux) = witness(t.inputs, t.aux, seed);
         let got = evaluate(&t.rec, &inputs, &aux);
         let value = |v: Variable| match v {

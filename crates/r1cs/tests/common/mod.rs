@@ -23,9 +23,28 @@ pub fn random(n: usize, seed: u64) -> Random {
     random_with(n, 3, 20, seed)
 }
 
+/// How many terms the random combinations hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lengths {
+    /// Up to 4 terms.
+    Short,
+    /// Up to 4 terms, but one combination in 8 of a length drawn from [`LONG`]: the bit
+    /// packings and multi-operand additions of real circuits.
+    WithLong,
+}
+
+/// The lengths of the long combinations: around the warp's threshold and size, and far past.
+pub const LONG: [usize; 9] = [15, 16, 17, 31, 32, 33, 64, 255, 1000];
+
 /// `n` random constraints of up to 4 terms a combination over `inputs` and `aux` variables,
 /// coefficients 1, -1, small or random.
 pub fn random_with(n: usize, inputs: usize, aux: usize, seed: u64) -> Random {
+    random_shaped(n, inputs, aux, Lengths::Short, seed)
+}
+
+/// `n` random constraints over `inputs` and `aux` variables with combinations of `lengths`,
+/// coefficients 1, -1, small or random.
+pub fn random_shaped(n: usize, inputs: usize, aux: usize, lengths: Lengths, seed: u64) -> Random {
     let mut r = ChaCha8Rng::seed_from_u64(seed);
     let mut b = RecordingBuilder::new();
     for _ in 0..inputs {
@@ -37,7 +56,11 @@ pub fn random_with(n: usize, inputs: usize, aux: usize, seed: u64) -> Random {
     let mut rows = Vec::new();
     for _ in 0..n {
         let lc = |r: &mut ChaCha8Rng| -> Vec<(Variable, Scalar)> {
-            (0..r.gen_range(0..5))
+            let len = match lengths {
+                Lengths::WithLong if r.gen_range(0..8) == 0 => LONG[r.gen_range(0..LONG.len())],
+                _ => r.gen_range(0..5),
+            };
+            (0..len)
                 .map(|_| {
                     let v = match r.gen_bool(0.3) {
                         true => Variable::Input(r.gen_range(0..inputs)),
