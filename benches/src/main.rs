@@ -187,10 +187,10 @@ enum Command {
     /// A circuit's witness made in full (bellperson's way) against the recorded path (the
     /// witness alone, then a, b and c evaluated from a recording), on the host's cores.
     Synthesis {
-        /// sha256 (size: blocks) or random (size: constraints).
+        /// sha256 (size: blocks), random (size: constraints) or porep (size: sector bytes).
         #[arg(long, value_enum, default_value_t = synthesis::Kind::Sha256)]
         circuit: synthesis::Kind,
-        /// Blocks or constraints.
+        /// Blocks, constraints or sector bytes.
         #[arg(long, default_value_t = 16)]
         size: usize,
         /// Timed runs of each way (the median is reported).

@@ -1,15 +1,19 @@
 //! `zkpipe-bench synthesis`: a circuit's witness made in full (bellperson's way: every linear
 //! combination built and evaluated) against the recorded path (the constraints recorded once;
 //! per proof the witness alone, then a, b and c evaluated from the recording on the host's
-//! cores), the two witnesses compared. CPU only.
+//! cores), the two witnesses compared. For PoRep C2 the recorded path also makes the witness a
+//! challenge at a time on all cores, as the prover does. CPU only.
 
 use std::time::Instant;
 
 use bellperson::Circuit;
 use blstrs::Scalar;
 use zkpipe_bellperson::circuits::{RandomR1cs, Sha256Blocks};
-use zkpipe_bellperson::{record, synthesize, synthesize_recorded, CircuitId};
+use zkpipe_bellperson::{
+    record, synthesize, synthesize_recorded, synthesize_recorded_parts, CircuitId,
+};
 use zkpipe_field::Fr;
+use zkpipe_filecoin::shaped::{porep_partition, ShapedPartition, UsePartition};
 use zkpipe_r1cs::{Assignment, Evaluations};
 
 use crate::stats::median;
@@ -22,6 +26,9 @@ pub enum Kind {
     Sha256,
     /// A random R1CS of `size` constraints.
     Random,
+    /// Partition 0 of PoRep C2 for sectors of `size` bytes (34359738368 for 32 GiB), from
+    /// made-up vanilla proofs of that size's shape.
+    Porep,
 }
 
 fn seconds<T>(f: impl FnOnce() -> T) -> (f64, T) {
@@ -41,7 +48,12 @@ pub fn run(kind: Kind, size: usize, runs: usize) -> BenchResult<Report> {
                 preimage: Some(pre),
                 blocks: size,
             };
-            compare(&format!("SHA-256, {size} blocks"), circuit, runs)
+            compare(
+                &format!("SHA-256, {size} blocks"),
+                circuit,
+                Vec::new(),
+                runs,
+            )
         }
         Kind::Random => {
             let circuit = RandomR1cs {
@@ -49,31 +61,66 @@ pub fn run(kind: Kind, size: usize, runs: usize) -> BenchResult<Report> {
                 inputs: 3,
                 seed: 1,
             };
-            compare(&format!("random R1CS, {size} constraints"), circuit, runs)
+            compare(
+                &format!("random R1CS, {size} constraints"),
+                circuit,
+                Vec::new(),
+                runs,
+            )
         }
+        Kind::Porep => porep_partition(size as u64, 1, PoRep { size, runs })?,
     }
 }
 
-fn compare<C: Circuit<Scalar> + Clone>(name: &str, circuit: C, runs: usize) -> BenchResult<Report> {
+/// The comparison on a PoRep partition of made-up vanilla proofs.
+struct PoRep {
+    size: usize,
+    runs: usize,
+}
+
+impl UsePartition for PoRep {
+    type Output = BenchResult<Report>;
+
+    fn partition<C: Circuit<Scalar> + Clone + Send>(self, p: ShapedPartition<C>) -> Self::Output {
+        let name = format!(
+            "PoRep C2 partition of {}-byte sectors ({} challenges, made-up vanilla proofs)",
+            self.size,
+            p.challenges.len()
+        );
+        compare(&name, p.circuit, p.challenges, self.runs)
+    }
+}
+
+/// Times each way on `circuit`, and when `parts` are given (the circuit's challenges, each
+/// with the prologue they share), the recorded witness made from them on all cores.
+fn compare<C: Circuit<Scalar> + Clone + Send>(
+    name: &str,
+    circuit: C,
+    parts: Vec<C>,
+    runs: usize,
+) -> BenchResult<Report> {
     let (record_ms, rec) = seconds(|| record(circuit.clone(), CircuitId(name.into())));
     let rec = std::sync::Arc::new(rec?);
     let mut full = Vec::new();
     let mut recorded = Vec::new();
     let mut evaluation = Vec::new();
+    let mut parted = Vec::new();
     for i in 0..=runs {
         let (f_ms, want) = seconds(|| synthesize(circuit.clone()));
         let want = want?;
         let (r_ms, got) =
             seconds(|| synthesize_recorded(circuit.clone(), &rec, Default::default()));
         let got = got?;
-        let evaluated = got.clone().evaluated()?;
-        if evaluated.a.as_fr() != want.a.as_fr()
-            || evaluated.b.as_fr() != want.b.as_fr()
-            || evaluated.c.as_fr() != want.c.as_fr()
+        let both = got.clone().evaluated()?;
+        if both.a.as_fr() != want.a.as_fr()
+            || both.b.as_fr() != want.b.as_fr()
+            || both.c.as_fr() != want.c.as_fr()
             || got.aux.as_fr() != want.aux.as_fr()
         {
             return Err(format!("{name}: the recorded witness differs from full synthesis").into());
         }
+        // A 32 GiB partition's witnesses take tens of GB: only the recorded one is kept.
+        drop((both, want));
         // The evaluation alone, again on the same witness.
         let n = rec.shape().constraints;
         let mut out = [
@@ -92,32 +139,51 @@ fn compare<C: Circuit<Scalar> + Clone>(name: &str, circuit: C, runs: usize) -> B
             )
         });
         evaluated?;
+        drop(out);
+        let p_ms = match parts.is_empty() {
+            true => None,
+            false => {
+                let (p_ms, by_parts) =
+                    seconds(|| synthesize_recorded_parts(parts.clone(), &rec, Default::default()));
+                let by_parts = by_parts?;
+                if by_parts.aux.as_fr() != got.aux.as_fr() || by_parts.input != got.input {
+                    return Err(format!(
+                        "{name}: the witness made a challenge at a time differs from the whole's"
+                    )
+                    .into());
+                }
+                Some(p_ms)
+            }
+        };
         if i > 0 {
             full.push(f_ms);
             recorded.push(r_ms);
             evaluation.push(e_ms);
+            parted.extend(p_ms);
         }
     }
     let (full_ms, witness_ms, eval_ms) = (median(full), median(recorded), median(evaluation));
-    let recorded_ms = witness_ms + eval_ms;
+    let parted_ms = (!parted.is_empty()).then(|| median(parted));
+    let recorded_ms = parted_ms.unwrap_or(witness_ms) + eval_ms;
+    let parted_text = parted_ms.map_or("-".to_string(), |ms| format!("{ms:.0}"));
     let shape = rec.shape();
     let nnz: usize = rec.matrices().iter().map(|m| m.nonzeros()).sum();
     let table = format!(
-        "\nSynthesis of {name}: {} constraints, {} aux, {nnz} nonzeros, {} distinct coefficients; recorded once in {record_ms:.0} ms ({:.1} MiB); median of {runs} on {} threads, witnesses equal (the recorded path: the witness alone, then a, b, c evaluated on the host; the engine evaluates them on the device instead):\n| full ms | witness alone ms | host evaluation ms | full / (witness + evaluation) | full / witness |\n| --- | --- | --- | --- | --- |\n| {full_ms:.0} | {witness_ms:.0} | {eval_ms:.0} | {:.2}x | {:.2}x |\n",
+        "\nSynthesis of {name}: {} constraints, {} aux, {nnz} nonzeros, {} distinct coefficients; recorded once in {record_ms:.0} ms ({:.1} MiB); median of {runs} on {} threads, witnesses equal (the recorded path: the witness alone, then a, b, c evaluated on the host; the engine evaluates them on the device instead):\n| full ms | witness alone ms | witness by parts, all cores ms | host evaluation ms | full / (fastest witness + evaluation) | full / fastest witness |\n| --- | --- | --- | --- | --- | --- |\n| {full_ms:.0} | {witness_ms:.0} | {parted_text} | {eval_ms:.0} | {:.2}x | {:.2}x |\n",
         shape.constraints,
         shape.aux,
         rec.table().len(),
         rec.bytes() as f64 / (1u64 << 20) as f64,
         rayon::current_num_threads(),
         full_ms / recorded_ms,
-        full_ms / witness_ms,
+        full_ms / parted_ms.unwrap_or(witness_ms),
     );
     Ok(Report {
         table,
         json: serde_json::json!({
             "circuit": name, "constraints": shape.constraints, "aux": shape.aux, "nonzeros": nnz,
             "record_ms": record_ms, "full_ms": full_ms, "witness_ms": witness_ms, "recorded_ms": recorded_ms,
-            "evaluation_ms": eval_ms, "recording_bytes": rec.bytes(),
+            "evaluation_ms": eval_ms, "recording_bytes": rec.bytes(), "witness_by_parts_ms": parted_ms,
         }),
     })
 }

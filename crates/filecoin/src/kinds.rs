@@ -582,7 +582,7 @@ fn snap<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
 
 /// PoRep's public parameters for `config` in `partitions` partitions, as filecoin-proofs sets
 /// them up.
-fn porep_public_params<Tree: 'static + MerkleTreeTrait>(
+pub(crate) fn porep_public_params<Tree: 'static + MerkleTreeTrait>(
     config: &PoRepConfig,
     partitions: usize,
 ) -> Result<

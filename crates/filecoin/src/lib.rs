@@ -40,6 +40,7 @@ mod kinds;
 pub mod params;
 mod prover;
 pub mod request;
+pub mod shaped;
 pub mod verify;
 
 use std::path::PathBuf;
