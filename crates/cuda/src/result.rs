@@ -397,6 +397,9 @@ pub mod mem {
     pub const HOST_ALLOC_PORTABLE: u32 = 0x01;
     /// `CU_MEMHOSTREGISTER_PORTABLE`.
     pub const HOST_REGISTER_PORTABLE: u32 = 0x01;
+    /// `CU_MEMHOSTREGISTER_READ_ONLY`: the device only reads the memory (needed for pages
+    /// mapped read-only, such as a file's).
+    pub const HOST_REGISTER_READ_ONLY: u32 = 0x08;
 
     /// `cuMemHostAlloc`: page-locked host memory.
     pub fn host_alloc(bytes: usize, flags: u32) -> Result<*mut c_void> {

@@ -182,6 +182,7 @@ impl ParamsCache {
 
     /// The recording of the circuit whose parameters `key` holds: resident, else read from
     /// the file beside the parameter file, else recorded from `circuit()` and written there.
+    /// A recording from a file is used where it lies, mapped read-only in the page cache.
     /// The recording is named by the parameter file (its version and circuit identifier) and
     /// the circuit code ([`CIRCUIT_SOURCE`]), so that a recording of another circuit or
     /// version is never used. A file that cannot be
@@ -202,7 +203,7 @@ impl ParamsCache {
         let t = Instant::now();
         let rec = match zkpipe_r1cs::file::load(&path, &id) {
             Ok(rec) => {
-                tracing::info!(path = %path.display(), ms = t.elapsed().as_secs_f64() * 1e3, "recording read");
+                tracing::info!(path = %path.display(), bytes = rec.bytes(), ms = t.elapsed().as_secs_f64() * 1e3, "recording read (mapped)");
                 rec
             }
             Err(e) => {
@@ -223,10 +224,17 @@ impl ParamsCache {
                     ms = t.elapsed().as_secs_f64() * 1e3,
                     "circuit recorded"
                 );
-                if let Err(e) = zkpipe_r1cs::file::save(&recorded, &path) {
-                    tracing::warn!(error = %e, "the recording could not be written; it is used from memory");
+                // Written, then used from the mapped file: its pages are the page cache's,
+                // shared with later processes, and the copy made here is dropped.
+                let mapped = zkpipe_r1cs::file::save(&recorded, &path)
+                    .and_then(|()| zkpipe_r1cs::file::load(&path, recorded.id()));
+                match mapped {
+                    Ok(mapped) => mapped,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the recording could not be written and read back; it is used from this process's memory");
+                        recorded
+                    }
                 }
-                recorded
             }
         };
         let rec = Arc::new(rec);

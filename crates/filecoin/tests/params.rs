@@ -143,11 +143,18 @@ fn a_circuit_is_recorded_once_beside_its_parameters_and_a_damaged_recording_is_r
     assert_eq!(got.a.to_vec(), want.a.to_vec());
     assert_eq!(got.c.to_vec(), want.c.to_vec());
 
-    // A damaged file: recorded again (never used), and the file replaced.
+    // Used where it lies in the file written, not from this process's copy.
+    assert!(first.is_mapped() && read.is_mapped());
+
+    // A damaged file: recorded again (never used), and the file replaced. The damage comes
+    // in a new file renamed over the old, as files under a running prover must be replaced:
+    // the recordings mapped above keep the old one.
     let mut bytes = std::fs::read(&path).unwrap();
     let at = bytes.len() / 2;
     bytes[at] ^= 1;
-    std::fs::write(&path, &bytes).unwrap();
+    let damaged = d.join("damaged.tmp");
+    std::fs::write(&damaged, &bytes).unwrap();
+    std::fs::rename(&damaged, &path).unwrap();
     let recorded = std::sync::atomic::AtomicBool::new(false);
     let fresh = ParamsCache::new(&d)
         .recording(&key, || {

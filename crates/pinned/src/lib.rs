@@ -9,11 +9,14 @@
 //!   shared reference (a proving key's points).
 
 mod buffer;
+mod mapped;
 mod pinnable;
 mod pool;
 mod register;
+mod registration;
 
 pub use buffer::PinnedBuffer;
+pub use mapped::PinnableMap;
 pub use pinnable::PinnableVec;
 pub use pool::{PinnedPool, PoolStats, PooledBuffer};
 pub use register::RegisteredVec;

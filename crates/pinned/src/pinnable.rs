@@ -2,11 +2,11 @@
 //! shared reference (a proving key's points, shared by jobs through `Arc`).
 
 use std::ops::Deref;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use zkpipe_cuda::result::mem;
 use zkpipe_cuda::Context;
 
+use crate::registration::Registration;
 use crate::Result;
 
 /// A vector that never changes after construction and can be registered with the driver
@@ -18,8 +18,7 @@ use crate::Result;
 #[derive(Debug)]
 pub struct PinnableVec<T> {
     vec: Vec<T>,
-    /// The context that registered the memory, once it is registered.
-    pinned: Mutex<Option<Arc<Context>>>,
+    registration: Registration,
 }
 
 impl<T> PinnableVec<T> {
@@ -27,7 +26,7 @@ impl<T> PinnableVec<T> {
     pub fn new(vec: Vec<T>) -> Self {
         Self {
             vec,
-            pinned: Mutex::new(None),
+            registration: Registration::default(),
         }
     }
 
@@ -35,32 +34,19 @@ impl<T> PinnableVec<T> {
     /// registered it. Costs about 60 ms per GiB, once. Registration is portable: copies on any
     /// context of the process see the memory as pinned.
     pub fn pin(&self, ctx: &Arc<Context>) -> Result<bool> {
-        let mut slot = self.pinned.lock().unwrap_or_else(|p| p.into_inner());
         let bytes = std::mem::size_of_val(self.vec.as_slice());
-        if slot.is_some() || bytes == 0 {
-            return Ok(false);
-        }
-        ctx.bind()?;
         // SAFETY: the vector's buffer is mapped and `bytes` long; the vector is never grown,
-        // shrunk or moved out of (no `&mut` access exists), and `Drop` unregisters it before
-        // the buffer is freed.
+        // shrunk or moved out of (no `&mut` access exists), and `Drop` releases the
+        // registration before the buffer is freed.
         unsafe {
-            mem::host_register(
-                self.vec.as_ptr().cast_mut().cast(),
-                bytes,
-                mem::HOST_REGISTER_PORTABLE,
-            )
-        }?;
-        *slot = Some(Arc::clone(ctx));
-        Ok(true)
+            self.registration
+                .register(ctx, self.vec.as_ptr().cast(), bytes, 0)
+        }
     }
 
     /// True once the memory is registered.
     pub fn is_pinned(&self) -> bool {
-        self.pinned
-            .lock()
-            .map(|s| s.is_some())
-            .unwrap_or_else(|p| p.into_inner().is_some())
+        self.registration.is_registered()
     }
 }
 
@@ -88,20 +74,9 @@ impl<T: Eq> Eq for PinnableVec<T> {}
 
 impl<T> Drop for PinnableVec<T> {
     fn drop(&mut self) {
-        let slot = self.pinned.get_mut().unwrap_or_else(|p| p.into_inner());
-        if let Some(ctx) = slot.take() {
-            // The release is attempted even when the bind fails (the handle is never used
-            // again, so not releasing it would leak it).
-            let bound = ctx.bind();
-            let released = {
-                // SAFETY: registered in `pin`; copies from it are synchronous or waited by
-                // their owners, who borrow `self`, so none is in flight now.
-                unsafe { mem::host_unregister(self.vec.as_ptr().cast_mut().cast()) }
-            };
-            let r = bound.and(released);
-            if let Err(e) = r {
-                ctx.record_err(e);
-            }
-        }
+        let ptr = self.vec.as_ptr().cast();
+        // SAFETY: the range registered in `pin`; copies from it are synchronous or waited by
+        // their owners, who borrow `self`, so none is in flight now.
+        unsafe { self.registration.release(ptr) }
     }
 }

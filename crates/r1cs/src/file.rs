@@ -11,19 +11,24 @@
 //! | 32 | BLAKE3 of everything before |
 //!
 //! Numbers are little-endian. A file is written to a temporary name and renamed, so a path
-//! never holds half a recording. Reading checks, in order: the magic, the version, the
+//! never holds half a recording. Reading maps the file read-only (the matrices are used where
+//! they lie in the page cache) and checks, in order: the magic, the version, the
 //! length the header implies, the checksum, then every value (canonical coefficients, rows
 //! in order, columns and coefficient indices in range), so that a recording read is one
 //! that evaluates without a bound error; then the circuit id the caller expects.
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use blstrs::Scalar;
 use ff::PrimeField;
 use rayon::prelude::*;
 
+use zkpipe_pinned::PinnableMap;
+
+use crate::array::MappedArray;
 use crate::{CircuitId, Matrix, Recording, RecordingError, Shape};
 
 #[cfg(target_endian = "big")]
@@ -96,26 +101,34 @@ pub fn load(path: &Path, expected: &CircuitId) -> Result<Recording, RecordingErr
     Ok(rec)
 }
 
-/// Reads the recording at `path`, every part checked, whatever circuit it is of.
+/// Reads the recording at `path`, every part checked, whatever circuit it is of. The file is
+/// mapped read-only: the matrices are read where they lie in the page cache (shared with
+/// every process reading the same file, and no copy of this process's own), after the
+/// checksum and every value were checked.
 pub fn read(path: &Path) -> Result<Recording, RecordingError> {
     let p = || path.to_path_buf();
     let io = |source| RecordingError::Io { path: p(), source };
     let file = File::open(path).map_err(io)?;
     let len = file.metadata().map_err(io)?.len();
-    let mut r = Hashed::new(BufReader::with_capacity(1 << 22, file));
     let truncated = |needed: u64| RecordingError::Truncated {
         path: p(),
         needed,
         got: len,
     };
-    let mut head = [0u8; HEADER];
     if len < HEADER as u64 {
         return Err(match len >= 8 && !starts_with_magic(path) {
             true => RecordingError::NotARecording { path: p() },
             false => truncated(HEADER as u64),
         });
     }
-    r.take(&mut head).map_err(io)?;
+    let map = Arc::new(PinnableMap::open(&file).map_err(io)?);
+    let bytes = map.bytes();
+    if bytes.len() as u64 != len {
+        return Err(io(std::io::Error::other(
+            "the file changed length while mapped",
+        )));
+    }
+    let head = &bytes[..HEADER];
     if head[..8] != MAGIC {
         return Err(RecordingError::NotARecording { path: p() });
     }
@@ -147,33 +160,37 @@ pub fn read(path: &Path) -> Result<Recording, RecordingError> {
             false => corrupt(format!("{len} bytes where the header implies {needed}")),
         });
     }
-    let mut id = vec![0u8; id_len + padding(id_len)];
-    r.take(&mut id).map_err(io)?;
-    id.truncate(id_len);
-    let id = String::from_utf8(id).map_err(|_| corrupt("a circuit id that is not UTF-8".into()))?;
-    let mut reprs = vec![[0u8; 32]; table_len as usize];
-    r.take(bytemuck::cast_slice_mut(&mut reprs)).map_err(io)?;
-    let mut matrices = Vec::with_capacity(3);
-    for nnz in [nnz_a, nnz_b, nnz_c] {
-        let mut part = |n: u64| -> Result<Vec<u32>, RecordingError> {
-            let mut v = vec![0u32; n as usize];
-            r.take(bytemuck::cast_slice_mut(&mut v)).map_err(io)?;
-            Ok(v)
-        };
-        let (starts, columns) = (part(constraints + 1)?, part(nnz)?);
-        matrices.push(Matrix::from_arrays(starts, columns, part(nnz)?));
-    }
-    let (mut inner, digest) = r.finish();
-    let mut stored = [0u8; 32];
-    inner.read_exact(&mut stored).map_err(io)?;
-    if digest.as_bytes() != &stored {
+    // The length is the header's: every offset below lies within the file.
+    let body = bytes.len() - 32;
+    let mut hasher = blake3::Hasher::new();
+    hasher.update_rayon(&bytes[..body]);
+    if hasher.finalize().as_bytes() != &bytes[body..] {
         return Err(RecordingError::Checksum { path: p() });
     }
-    let table = reprs
-        .par_iter()
-        .map(|r| Option::<Scalar>::from(Scalar::from_repr(*r)))
+    let mut at = HEADER;
+    let id = String::from_utf8(bytes[at..at + id_len].to_vec())
+        .map_err(|_| corrupt("a circuit id that is not UTF-8".into()))?;
+    at += id_len + padding(id_len);
+    let table = bytes[at..at + 32 * table_len as usize]
+        .par_chunks_exact(32)
+        .map(|r| {
+            let repr: [u8; 32] = r.try_into().unwrap_or_default();
+            Option::<Scalar>::from(Scalar::from_repr(repr))
+        })
         .collect::<Option<Vec<_>>>()
         .ok_or_else(|| corrupt("a coefficient that is not a canonical scalar".into()))?;
+    at += 32 * table_len as usize;
+    let mut array = |n: u64| -> Result<MappedArray, RecordingError> {
+        let a = MappedArray::new(&map, at, n as usize)
+            .ok_or_else(|| corrupt(format!("an array of {n} values at byte {at}")))?;
+        at += 4 * n as usize;
+        Ok(a)
+    };
+    let mut matrices = Vec::with_capacity(3);
+    for nnz in [nnz_a, nnz_b, nnz_c] {
+        let (starts, columns) = (array(constraints + 1)?, array(nnz)?);
+        matrices.push(Matrix::from_mapped(starts, columns, array(nnz)?));
+    }
     let shape = Shape {
         inputs: inputs as usize,
         aux: aux as usize,
@@ -221,7 +238,7 @@ fn temporary(path: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// A reader or writer that hashes what passes through it.
+/// A writer that hashes what passes through it.
 struct Hashed<T> {
     inner: T,
     hasher: blake3::Hasher,
@@ -244,13 +261,5 @@ impl<W: Write> Hashed<W> {
     fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         self.hasher.update(bytes);
         self.inner.write_all(bytes)
-    }
-}
-
-impl<R: Read> Hashed<R> {
-    fn take(&mut self, buf: &mut [u8]) -> std::io::Result<()> {
-        self.inner.read_exact(buf)?;
-        self.hasher.update(buf);
-        Ok(())
     }
 }

@@ -14,9 +14,10 @@
 //!   already uploaded, into the device buffers the H step reads.
 //! - [`Recording::densities`]: the variables that the MSMs' queries take.
 //! - [`file`](mod@file): a recording saved next to the parameters, with a versioned header and a
-//!   checksum, and read back checked (a damaged or foreign file is an error, never a wrong a,
-//!   b or c).
+//!   checksum, and read back memory-mapped and checked (a damaged or foreign file is an error,
+//!   never a wrong a, b or c).
 
+mod array;
 mod build;
 mod device;
 mod error;
@@ -30,6 +31,8 @@ use blstrs::Scalar;
 use zkpipe_cuda::Context;
 use zkpipe_msm::Density;
 use zkpipe_pinned::PinnableVec;
+
+use crate::array::{Array, MappedArray};
 
 pub use build::{RecordingBuilder, Variable};
 pub use device::{
@@ -72,9 +75,9 @@ impl Shape {
 /// a device streaming them copies at the link's rate.
 #[derive(Debug, Clone)]
 pub struct Matrix {
-    starts: PinnableVec<u32>,
-    columns: PinnableVec<u32>,
-    coefficients: PinnableVec<u32>,
+    starts: Array,
+    columns: Array,
+    coefficients: Array,
 }
 
 impl PartialEq for Matrix {
@@ -104,10 +107,28 @@ impl Matrix {
     /// ([`Recording::from_parts`]).
     pub fn from_arrays(starts: Vec<u32>, columns: Vec<u32>, coefficients: Vec<u32>) -> Self {
         Self {
-            starts: PinnableVec::new(starts),
-            columns: PinnableVec::new(columns),
-            coefficients: PinnableVec::new(coefficients),
+            starts: Array::Owned(PinnableVec::new(starts)),
+            columns: Array::Owned(PinnableVec::new(columns)),
+            coefficients: Array::Owned(PinnableVec::new(coefficients)),
         }
+    }
+
+    /// A matrix whose arrays lie in a mapped recording file.
+    pub(crate) fn from_mapped(
+        starts: MappedArray,
+        columns: MappedArray,
+        coefficients: MappedArray,
+    ) -> Self {
+        Self {
+            starts: Array::Mapped(starts),
+            columns: Array::Mapped(columns),
+            coefficients: Array::Mapped(coefficients),
+        }
+    }
+
+    /// True when its arrays lie in a mapped recording file.
+    pub fn is_mapped(&self) -> bool {
+        matches!(self.starts, Array::Mapped(_))
     }
 
     /// Page-locks the arrays in place, once (about 60 ms a GiB); true when this call did.
@@ -249,6 +270,12 @@ impl Recording {
     /// True once every matrix is page-locked.
     pub fn is_pinned(&self) -> bool {
         self.matrices().iter().all(|m| m.is_pinned())
+    }
+
+    /// True when the matrices lie in a mapped recording file ([`file::read`]): their bytes are
+    /// the page cache's, not this process's own.
+    pub fn is_mapped(&self) -> bool {
+        self.a.is_mapped()
     }
 
     /// Bytes held by the matrices and the table (the densities aside).

@@ -224,7 +224,8 @@ fn evaluate_split_both_ways(
 fn the_split_witness_evaluates_as_its_values_resident_and_streamed() {
     let Some(ctx) = gpu_context() else { return };
     // z of one variable, of a word and one, and across many words; chunks from the longest
-    // row (1, then 1000 with long rows) to more than the matrix.
+    // row (1, then 1000 with long rows: that recording read mapped from a file) to more than
+    // the matrix.
     for (n, inputs, rows, lengths, chunk, seed) in [
         (2, 1, 1, Lengths::Short, 1, 1),
         (33, 2, 300, Lengths::Short, 1, 2),
@@ -245,7 +246,23 @@ fn the_split_witness_evaluates_as_its_values_resident_and_streamed() {
         let (zi, za) = z.split_at(inputs);
         let za: Vec<Fr> = cast::scalars_as_fr(za).to_vec();
         let want = host(&t.rec, zi, &za);
-        let rec = std::sync::Arc::new(t.rec);
+        let rec = match chunk {
+            // Read back from a file: the matrices in the mapped file, streamed from it once it
+            // is page-locked in place (read-only).
+            1000 => {
+                let path = std::env::temp_dir().join(format!(
+                    "zkpipe-r1cs-gpu-{}-{seed}.r1cs",
+                    std::process::id()
+                ));
+                zkpipe_r1cs::file::save(&t.rec, &path).unwrap();
+                let mapped = zkpipe_r1cs::file::read(&path).unwrap();
+                std::fs::remove_file(&path).unwrap();
+                assert!(mapped.is_mapped());
+                assert!(mapped.pin(&ctx).unwrap() && mapped.is_pinned());
+                std::sync::Arc::new(mapped)
+            }
+            _ => std::sync::Arc::new(t.rec),
+        };
         if chunk == 4096 {
             // Streamed from page-locked arrays (locked once).
             assert!(rec.pin(&ctx).unwrap() && rec.is_pinned());

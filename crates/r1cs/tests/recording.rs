@@ -228,6 +228,25 @@ fn a_saved_recording_reads_back_equal_and_evaluates_the_same() {
         evaluate(&t.rec, &inputs, &aux)
     );
     assert!(!Path::new(&format!("{}.tmp", path.display())).exists());
+    // Read in place from the mapped file, not copied; made in memory otherwise.
+    assert!(back.is_mapped() && !t.rec.is_mapped());
+    // A clone shares the mapping and evaluates the same.
+    let clone = back.clone();
+    assert!(clone.is_mapped());
+    assert_eq!(clone.matrices(), t.rec.matrices());
+
+    // Another recording saved over the file (renamed over it, as every save is) leaves the
+    // one mapped before intact; reading again gives the new one.
+    let other = random(1000, 16);
+    file::save(&other.rec, &path).unwrap();
+    assert_eq!(back.matrices(), t.rec.matrices());
+    assert_eq!(
+        evaluate(&back, &inputs, &aux),
+        evaluate(&t.rec, &inputs, &aux)
+    );
+    let again = file::read(&path).unwrap();
+    assert_eq!(again.matrices(), other.rec.matrices());
+    assert_eq!(again.id(), other.rec.id());
 }
 
 #[test]
