@@ -29,7 +29,7 @@ use rayon::prelude::*;
 use zkpipe_pinned::PinnableMap;
 
 use crate::array::MappedArray;
-use crate::{CircuitId, Matrix, Recording, RecordingError, Shape};
+use crate::{CircuitId, Digest, Matrix, Recording, RecordingError, Shape};
 
 #[cfg(target_endian = "big")]
 compile_error!("recordings are read and written as little-endian memory");
@@ -55,33 +55,7 @@ pub fn save(rec: &Recording, path: &Path) -> Result<(), RecordingError> {
     let file = File::create(&tmp).map_err(io)?;
     let mut w = Hashed::new(BufWriter::with_capacity(1 << 22, file));
     let write = (|| -> std::io::Result<()> {
-        let id = rec.id.0.as_bytes();
-        w.put(&MAGIC)?;
-        w.put(&VERSION.to_le_bytes())?;
-        w.put(&(id.len() as u32).to_le_bytes())?;
-        let shape = rec.shape;
-        let counts = [
-            shape.inputs,
-            shape.aux,
-            shape.constraints,
-            rec.table.len(),
-            rec.a.nonzeros(),
-            rec.b.nonzeros(),
-            rec.c.nonzeros(),
-        ];
-        for c in counts {
-            w.put(&(c as u64).to_le_bytes())?;
-        }
-        w.put(id)?;
-        w.put(&vec![0u8; padding(id.len())])?;
-        for c in &rec.table {
-            w.put(&c.to_repr())?;
-        }
-        for m in [&rec.a, &rec.b, &rec.c] {
-            for part in [&m.starts, &m.columns, &m.coefficients] {
-                w.put(bytemuck::cast_slice(part))?;
-            }
-        }
+        for_each_part(rec, |bytes| w.put(bytes))?;
         let (mut inner, digest) = w.finish();
         inner.write_all(digest.as_bytes())?;
         inner.into_inner().map_err(|e| e.into_error())?.sync_all()
@@ -91,6 +65,52 @@ pub fn save(rec: &Recording, path: &Path) -> Result<(), RecordingError> {
         return Err(io(e));
     }
     std::fs::rename(&tmp, path).map_err(io)
+}
+
+/// Hands `f` the file form of `rec` but its checksum, part by part, in order.
+fn for_each_part(
+    rec: &Recording,
+    mut f: impl FnMut(&[u8]) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let id = rec.id.0.as_bytes();
+    f(&MAGIC)?;
+    f(&VERSION.to_le_bytes())?;
+    f(&(id.len() as u32).to_le_bytes())?;
+    let shape = rec.shape;
+    let counts = [
+        shape.inputs,
+        shape.aux,
+        shape.constraints,
+        rec.table.len(),
+        rec.a.nonzeros(),
+        rec.b.nonzeros(),
+        rec.c.nonzeros(),
+    ];
+    for c in counts {
+        f(&(c as u64).to_le_bytes())?;
+    }
+    f(id)?;
+    f(&[0u8; 8][..padding(id.len())])?;
+    for c in &rec.table {
+        f(&c.to_repr())?;
+    }
+    for m in [&rec.a, &rec.b, &rec.c] {
+        for part in [&m.starts, &m.columns, &m.coefficients] {
+            f(bytemuck::cast_slice(part))?;
+        }
+    }
+    Ok(())
+}
+
+/// The checksum a file of `rec` carries (BLAKE3 of all before it), on all cores.
+pub(crate) fn digest(rec: &Recording) -> Digest {
+    let mut hasher = blake3::Hasher::new();
+    let hashed = for_each_part(rec, |bytes| {
+        hasher.update_rayon(bytes);
+        Ok(())
+    });
+    debug_assert!(hashed.is_ok(), "hashing into memory cannot fail");
+    Digest(*hasher.finalize().as_bytes())
 }
 
 /// Reads the recording at `path`, every part checked, and refuses it unless it was made
@@ -164,7 +184,8 @@ pub fn read(path: &Path) -> Result<Recording, RecordingError> {
     let body = bytes.len() - 32;
     let mut hasher = blake3::Hasher::new();
     hasher.update_rayon(&bytes[..body]);
-    if hasher.finalize().as_bytes() != &bytes[body..] {
+    let checksum = *hasher.finalize().as_bytes();
+    if checksum[..] != bytes[body..] {
         return Err(RecordingError::Checksum { path: p() });
     }
     let mut at = HEADER;
@@ -199,10 +220,12 @@ pub fn read(path: &Path) -> Result<Recording, RecordingError> {
     let matrices: [Matrix; 3] = matrices
         .try_into()
         .map_err(|_| corrupt("not three matrices".into()))?;
-    Recording::from_parts(CircuitId(id), shape, table, matrices).map_err(|e| match e {
-        RecordingError::Inconsistent { what } => corrupt(what),
-        e => e,
-    })
+    Recording::from_parts(CircuitId(id), shape, table, matrices)
+        .map(|rec| rec.with_digest(Digest(checksum)))
+        .map_err(|e| match e {
+            RecordingError::Inconsistent { what } => corrupt(what),
+            e => e,
+        })
 }
 
 /// The file length a header implies, or `None` when it overflows.

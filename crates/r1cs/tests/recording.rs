@@ -228,6 +228,18 @@ fn a_saved_recording_reads_back_equal_and_evaluates_the_same() {
         evaluate(&t.rec, &inputs, &aux)
     );
     assert!(!Path::new(&format!("{}.tmp", path.display())).exists());
+    // The file's checksum is the digest of the recording it holds; another recording under
+    // the same id has another digest.
+    assert_eq!(back.digest(), t.rec.digest());
+    let [a, b, c] = t.rec.matrices().map(Clone::clone);
+    let swapped = Recording::from_parts(
+        t.rec.id().clone(),
+        t.rec.shape(),
+        t.rec.table().to_vec(),
+        [b, a, c],
+    )
+    .unwrap();
+    assert_ne!(swapped.digest(), t.rec.digest());
     // Read in place from the mapped file, not copied; made in memory otherwise.
     assert!(back.is_mapped() && !t.rec.is_mapped());
     // A clone shares the mapping and evaluates the same.

@@ -39,6 +39,8 @@ impl ResidentKey {
 #[derive(Debug)]
 pub(crate) struct ResidentRecording {
     pub id: CircuitId,
+    /// The content's digest: a recording is resident for jobs only of that very content.
+    pub digest: zkpipe_r1cs::Digest,
     pub matrices: DeviceRecording,
     pub grant: VramGrant,
 }

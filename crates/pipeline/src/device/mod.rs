@@ -45,6 +45,9 @@ pub(crate) struct DeviceShared {
     pub resident: Mutex<Option<Arc<ResidentKey>>>,
     /// The recording kept on the device, if one is.
     pub recording: Mutex<Option<Arc<ResidentRecording>>>,
+    /// The last recording found too large to keep beside a job's plan: said once, not for
+    /// every job.
+    pub streamed_said: Mutex<Option<zkpipe_r1cs::Digest>>,
     /// Job memory that no job uses now, kept for a next job of its shape, and the jobs
     /// running on the device.
     pub memory: Reclaim<Kept>,
@@ -129,6 +132,7 @@ impl DeviceShared {
             workers: setup.workers.max(1),
             resident: Mutex::new(None),
             recording: Mutex::new(None),
+            streamed_said: Mutex::new(None),
             memory: Reclaim::default(),
             quarantine: Mutex::new(None),
             table_bytes: AtomicUsize::new(0),

@@ -684,3 +684,70 @@ fn recorded_witnesses_prove_on_the_device_as_evaluated_ones_on_the_cpu() {
     assert_some_plan(&plans, |p| p.h_vectors == 4 && p.matrices.is_some());
     assert_some_plan(&plans, |p| p.bases == KeyPlacement::Streamed);
 }
+
+/// A recording resident on the device serves only jobs of its very content: a recording of
+/// the same id with another coefficient (a circuit changed without a new name) gets its own
+/// matrices, and its proof is the CPU's.
+#[test]
+fn a_changed_recording_under_the_same_id_is_not_taken_for_the_resident_one() {
+    if gpu_context().is_none() {
+        return;
+    }
+    use zkpipe_pipeline::testgen::recorded_witness;
+    use zkpipe_r1cs::Recording;
+    let fixed = Randomness::Fixed {
+        r: Scalar::from(37u64),
+        s: Scalar::from(41u64),
+    };
+    let sh = shape(16);
+    let key = Arc::new(random_key(&sh, 43).unwrap());
+    let first = recorded_witness(&sh, 44).unwrap();
+    let rec = first.recording.clone().unwrap();
+    let mut table = rec.table().to_vec();
+    table[2] = Scalar::from(3u64);
+    let changed = Recording::from_parts(
+        rec.id().clone(),
+        rec.shape(),
+        table,
+        rec.matrices().map(Clone::clone),
+    )
+    .unwrap();
+    assert_ne!(changed.digest(), rec.digest());
+    let second = zkpipe_pipeline::Witness {
+        recording: Some(Arc::new(changed)),
+        ..first.clone()
+    };
+    let cpu = Engine::start(
+        Config::default()
+            .with_proof_check(ProofCheck::Off)
+            .with_backend(Backend::Cpu),
+    )
+    .unwrap();
+    let mut want = Vec::new();
+    for w in [&first, &second] {
+        let evaluated = w.clone().evaluated().unwrap();
+        want.push(cpu.submit(&key, evaluated, fixed).unwrap().wait().unwrap());
+    }
+    drop(cpu);
+    assert_ne!(want[0].to_bytes(), want[1].to_bytes());
+    let gpu = Engine::start(
+        Config::default()
+            .with_proof_check(ProofCheck::Off)
+            .with_backend(Backend::Gpu)
+            .with_keep_key_resident(true),
+    )
+    .unwrap();
+    for (i, w) in [&first, &second, &first].into_iter().enumerate() {
+        let (proof, report) = gpu
+            .submit(&key, w.clone(), fixed)
+            .unwrap()
+            .wait_report()
+            .unwrap();
+        assert_eq!(
+            proof.to_bytes(),
+            want[i % 2].to_bytes(),
+            "job {i}: {:?}",
+            report.plan
+        );
+    }
+}

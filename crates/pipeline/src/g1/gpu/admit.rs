@@ -164,7 +164,12 @@ impl GpuWorker {
             return self.streamed(rec);
         }
         let mut slot = self.dev.recording.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(r) = slot.as_ref().filter(|r| &r.id == rec.id()) {
+        // The same content, not only the same name: a circuit changed without a new id
+        // gets matrices of its own.
+        if let Some(r) = slot
+            .as_ref()
+            .filter(|r| &r.id == rec.id() && r.digest == rec.digest())
+        {
             return Ok(MatricesAt::Resident(Arc::clone(r)));
         }
         let log_n = shape.n.trailing_zeros();
@@ -179,13 +184,20 @@ impl GpuWorker {
             (None, _) => false,
         };
         if !as_good {
-            tracing::warn!(
-                device = self.ordinal(),
-                circuit = %rec.id(),
-                bytes = rec.bytes(),
-                capacity = self.dev.budget.capacity(),
-                "the recording does not fit beside a job's plan: its matrices are streamed from the host"
-            );
+            let mut said = self
+                .dev
+                .streamed_said
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if said.replace(rec.digest()) != Some(rec.digest()) {
+                tracing::warn!(
+                    device = self.ordinal(),
+                    circuit = %rec.id(),
+                    bytes = rec.bytes(),
+                    capacity = self.dev.budget.capacity(),
+                    "the recording does not fit beside a job's plan: its matrices are streamed from the host (said once; each job's report names the placement)"
+                );
+            }
             *shape = streamed;
             return self.streamed(rec);
         }
@@ -196,6 +208,7 @@ impl GpuWorker {
         let matrices = DeviceRecording::upload(&self.dev.ctx, rec).map_err(|e| self.err(e))?;
         let r = Arc::new(ResidentRecording {
             id: rec.id().clone(),
+            digest: rec.digest(),
             matrices,
             grant,
         });
