@@ -32,6 +32,21 @@ use crate::FilecoinError;
 /// The environment variable filecoin-proofs reads its parameter directory from.
 pub const PARAMETER_CACHE_ENV: &str = "FIL_PROOFS_PARAMETER_CACHE";
 
+/// The parameter directory [`PARAMETER_CACHE_ENV`] names, or else `default`, which is then
+/// set in the variable so that filecoin-proofs' verifiers read the same files. Decided once
+/// a process: for tests and tools that generate test parameters.
+pub fn dir_from_env_or(default: PathBuf) -> PathBuf {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| match std::env::var_os(PARAMETER_CACHE_ENV) {
+        Some(dir) => PathBuf::from(dir),
+        None => {
+            std::env::set_var(PARAMETER_CACHE_ENV, &default);
+            default
+        }
+    })
+    .clone()
+}
+
 /// filecoin-proofs' directory when the variable is not set.
 pub const DEFAULT_PARAMETER_CACHE: &str = "/var/tmp/filecoin-proof-parameters/";
 

@@ -3,7 +3,6 @@
 #![allow(dead_code)]
 
 use std::path::PathBuf;
-use std::sync::Once;
 
 use blstrs::Scalar;
 use zkpipe_filecoin::{witness_bytes, LoadedKey, ParamsCache, ProveOptions, Prover, Synthesis};
@@ -13,14 +12,9 @@ use zkpipe_pipeline::{Backend, Config, Engine, Randomness};
 /// sets it), else a directory under the build's tmp dir, exported so that filecoin-proofs'
 /// verifiers read the same files. Test parameters are generated there once and kept.
 pub fn params_dir() -> PathBuf {
-    static SET: Once = Once::new();
-    SET.call_once(|| {
-        if std::env::var_os("FIL_PROOFS_PARAMETER_CACHE").is_none() {
-            let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("filecoin-proof-parameters");
-            std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", &dir);
-        }
-    });
-    PathBuf::from(std::env::var_os("FIL_PROOFS_PARAMETER_CACHE").expect("set above"))
+    zkpipe_filecoin::params::dir_from_env_or(
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("filecoin-proof-parameters"),
+    )
 }
 
 /// Fixed r and s.

@@ -1,0 +1,514 @@
+//! The daemon's jobs: queued by priority (first in, first out within a level), run by a fixed
+//! number of worker threads on one prover and engine, kept after they end so that a caller
+//! who lost its connection can still await them.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use zkpipe_filecoin::{Prover, Request};
+use zkpipe_pipeline::Engine;
+
+/// A job's priority: the queue it waits in. Higher levels are taken first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Priority {
+    Low,
+    Normal,
+    High,
+    Critical,
+}
+
+impl Priority {
+    /// Every level, highest first.
+    pub const ALL: [Priority; 4] = [
+        Priority::Critical,
+        Priority::High,
+        Priority::Normal,
+        Priority::Low,
+    ];
+
+    /// A kind's own priority: WinningPoSt must be done within its epoch, WindowPoSt within
+    /// its deadline's window; sealing can wait.
+    pub fn of(request: &Request) -> Self {
+        match request {
+            Request::WinningPoSt(_) => Priority::Critical,
+            Request::WindowPoSt(_) => Priority::High,
+            Request::PoRepC2(_) | Request::Snap(_) => Priority::Normal,
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Where a job is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Phase {
+    Pending,
+    Running,
+    Completed(Arc<Vec<u8>>),
+    Failed(String),
+    Cancelled(String),
+}
+
+impl Phase {
+    /// True once the job has ended.
+    pub fn is_final(&self) -> bool {
+        !matches!(self, Phase::Pending | Phase::Running)
+    }
+}
+
+/// A job as a caller sees it.
+#[derive(Debug, Clone)]
+pub struct JobView {
+    pub id: String,
+    pub kind: &'static str,
+    pub partitions: usize,
+    pub phase: Phase,
+    pub queue_wait: Duration,
+    pub run: Duration,
+}
+
+/// How a submission was taken.
+#[derive(Debug, Clone)]
+pub struct Submitted {
+    pub id: String,
+    /// Jobs ahead of it in the queues when it was queued.
+    pub ahead: usize,
+    /// True when its request id named an earlier job of the same content.
+    pub existing: bool,
+}
+
+/// Why a submission or a lookup was refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DaemonError {
+    #[error("request id {request_id:?} was used before for another request ({job})")]
+    RequestIdReused { request_id: String, job: String },
+    #[error("unknown job {0:?}")]
+    UnknownJob(String),
+    #[error("the queue is full: {limit} jobs wait already")]
+    QueueFull { limit: usize },
+    #[error("the daemon is shutting down and takes no new job")]
+    ShuttingDown,
+}
+
+/// The daemon's limits and sizes.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Jobs run at once.
+    pub workers: usize,
+    /// Jobs that may wait in the queues at once.
+    pub queue: usize,
+    /// How long an ended job is kept for a late await.
+    pub keep_finished: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            workers: 2,
+            queue: 10_000,
+            keep_finished: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// Totals since the start.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Counts {
+    pub completed: u64,
+    pub failed: u64,
+    pub cancelled: u64,
+}
+
+/// What the daemon is doing.
+#[derive(Debug, Clone)]
+pub struct Status {
+    pub uptime: Duration,
+    pub backend: String,
+    pub workers: usize,
+    /// Jobs waiting, by priority, highest first.
+    pub pending: [(Priority, usize); 4],
+    pub running: usize,
+    pub counts: Counts,
+    pub draining: bool,
+}
+
+struct Job {
+    kind: &'static str,
+    partitions: usize,
+    request: Option<Arc<Request>>,
+    digest: blake3::Hash,
+    priority: Priority,
+    submitted: Instant,
+    started: Option<Instant>,
+    ended: Option<Instant>,
+    phase: watch::Sender<Phase>,
+}
+
+impl Job {
+    fn view(&self, id: &str) -> JobView {
+        let now = Instant::now();
+        let started = self.started.unwrap_or(self.ended.unwrap_or(now));
+        JobView {
+            id: id.to_string(),
+            kind: self.kind,
+            partitions: self.partitions,
+            phase: self.phase.borrow().clone(),
+            queue_wait: started.saturating_duration_since(self.submitted),
+            run: self
+                .started
+                .map(|s| self.ended.unwrap_or(now).saturating_duration_since(s))
+                .unwrap_or_default(),
+        }
+    }
+}
+
+#[derive(Default)]
+struct State {
+    queues: [VecDeque<String>; 4],
+    jobs: HashMap<String, Job>,
+    /// Request id → job id.
+    requests: HashMap<String, String>,
+    next: u64,
+    running: usize,
+    counts: Counts,
+    draining: bool,
+}
+
+impl State {
+    fn pending(&self) -> usize {
+        self.queues.iter().map(VecDeque::len).sum()
+    }
+
+    /// The next job to run: the oldest of the highest level that has one.
+    fn pop(&mut self) -> Option<String> {
+        Priority::ALL
+            .iter()
+            .find_map(|p| self.queues[p.index()].pop_front())
+    }
+
+    /// Forgets jobs that ended more than `keep` ago.
+    fn sweep(&mut self, keep: Duration) {
+        let now = Instant::now();
+        let old: Vec<String> = self
+            .jobs
+            .iter()
+            .filter(|(_, j)| j.ended.is_some_and(|e| now.duration_since(e) > keep))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in old {
+            self.jobs.remove(&id);
+        }
+        let jobs = &self.jobs;
+        self.requests.retain(|_, job| jobs.contains_key(job));
+    }
+}
+
+struct Shared {
+    state: Mutex<State>,
+    work: Condvar,
+    prover: Prover,
+    engine: Engine,
+    limits: Limits,
+    started: Instant,
+    /// Makes job ids of this run unlike those of an earlier one.
+    run_tag: u32,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The jobs and the workers that run them.
+pub struct Daemon {
+    shared: Arc<Shared>,
+    workers: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Daemon {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Daemon")
+            .field("limits", &self.shared.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Daemon {
+    /// Starts `limits.workers` workers proving on `engine` with `prover`.
+    pub fn start(prover: Prover, engine: Engine, limits: Limits) -> Arc<Self> {
+        let started = Instant::now();
+        let run_tag = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos() ^ d.as_secs() as u32)
+            .unwrap_or_default();
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            work: Condvar::new(),
+            prover,
+            engine,
+            limits,
+            started,
+            run_tag,
+        });
+        let workers = (0..limits.workers.max(1))
+            .map(|i| {
+                let shared = Arc::clone(&shared);
+                std::thread::Builder::new()
+                    .name(format!("zkpipe-serve-{i}"))
+                    .spawn(move || work(&shared))
+            })
+            .filter_map(|spawned| match spawned {
+                Ok(handle) => Some(handle),
+                Err(e) => {
+                    tracing::error!(error = %e, "a worker thread could not be started");
+                    None
+                }
+            })
+            .collect();
+        Arc::new(Self {
+            shared,
+            workers: Mutex::new(workers),
+        })
+    }
+
+    /// Queues `request` under `request_id` at `priority`. `digest` is the request's content
+    /// digest: the same request id with the same digest is the earlier job.
+    pub fn submit(
+        &self,
+        request_id: &str,
+        digest: blake3::Hash,
+        request: Request,
+        priority: Priority,
+    ) -> Result<Submitted, DaemonError> {
+        let mut st = self.shared.lock();
+        st.sweep(self.shared.limits.keep_finished);
+        if let Some(job_id) = st.requests.get(request_id) {
+            let same = st.jobs.get(job_id).is_some_and(|j| j.digest == digest);
+            return match same {
+                true => Ok(Submitted {
+                    id: job_id.clone(),
+                    ahead: 0,
+                    existing: true,
+                }),
+                false => Err(DaemonError::RequestIdReused {
+                    request_id: request_id.to_string(),
+                    job: job_id.clone(),
+                }),
+            };
+        }
+        if st.draining {
+            return Err(DaemonError::ShuttingDown);
+        }
+        let ahead = st.pending();
+        if ahead >= self.shared.limits.queue {
+            return Err(DaemonError::QueueFull {
+                limit: self.shared.limits.queue,
+            });
+        }
+        st.next += 1;
+        let id = format!("{:08x}-{}", self.shared.run_tag, st.next);
+        let partitions = partitions(&request);
+        let (phase, _) = watch::channel(Phase::Pending);
+        st.jobs.insert(
+            id.clone(),
+            Job {
+                kind: request.kind(),
+                partitions,
+                request: Some(Arc::new(request)),
+                digest,
+                priority,
+                submitted: Instant::now(),
+                started: None,
+                ended: None,
+                phase,
+            },
+        );
+        st.requests.insert(request_id.to_string(), id.clone());
+        st.queues[priority.index()].push_back(id.clone());
+        drop(st);
+        self.shared.work.notify_one();
+        Ok(Submitted {
+            id,
+            ahead,
+            existing: false,
+        })
+    }
+
+    /// The job `id` now.
+    pub fn view(&self, id: &str) -> Result<JobView, DaemonError> {
+        let st = self.shared.lock();
+        st.jobs
+            .get(id)
+            .map(|j| j.view(id))
+            .ok_or_else(|| DaemonError::UnknownJob(id.to_string()))
+    }
+
+    /// A receiver of the job's phase, to wait on.
+    pub fn watch(&self, id: &str) -> Result<watch::Receiver<Phase>, DaemonError> {
+        let st = self.shared.lock();
+        st.jobs
+            .get(id)
+            .map(|j| j.phase.subscribe())
+            .ok_or_else(|| DaemonError::UnknownJob(id.to_string()))
+    }
+
+    /// Cancels the job `id` if it is queued; a running or ended job is left as it is. Gives
+    /// the job's phase after the call.
+    pub fn cancel(&self, id: &str) -> Result<Phase, DaemonError> {
+        let mut st = self.shared.lock();
+        let st = &mut *st;
+        let job = st
+            .jobs
+            .get_mut(id)
+            .ok_or_else(|| DaemonError::UnknownJob(id.to_string()))?;
+        if *job.phase.borrow() == Phase::Pending {
+            st.queues[job.priority.index()].retain(|q| q != id);
+            end(job, Phase::Cancelled("cancelled by the caller".into()));
+            st.counts.cancelled += 1;
+        }
+        let phase = job.phase.borrow().clone();
+        Ok(phase)
+    }
+
+    /// The daemon now.
+    pub fn status(&self) -> Status {
+        let st = self.shared.lock();
+        Status {
+            uptime: self.shared.started.elapsed(),
+            backend: self.shared.engine.backend().to_string(),
+            workers: self.shared.limits.workers.max(1),
+            pending: Priority::ALL.map(|p| (p, st.queues[p.index()].len())),
+            running: st.running,
+            counts: st.counts,
+            draining: st.draining,
+        }
+    }
+
+    /// Stops taking jobs: new submissions are refused, queued jobs end cancelled ("the daemon
+    /// shut down"), running ones finish; returns when the workers have stopped.
+    pub fn drain(&self) {
+        {
+            let mut st = self.shared.lock();
+            st.draining = true;
+            while let Some(id) = st.pop() {
+                if let Some(job) = st.jobs.get_mut(&id) {
+                    end(
+                        job,
+                        Phase::Cancelled("the daemon shut down before it ran".into()),
+                    );
+                }
+                st.counts.cancelled += 1;
+            }
+        }
+        self.shared.work.notify_all();
+        let workers = std::mem::take(&mut *self.workers.lock().unwrap_or_else(|p| p.into_inner()));
+        for w in workers {
+            if w.join().is_err() {
+                tracing::error!("a worker thread panicked");
+            }
+        }
+    }
+}
+
+/// Partitions a request proves (one 192-byte proof each), as far as it is known before the
+/// run (the vanilla proofs' count; PoRep's is the C1 output's).
+fn partitions(request: &Request) -> usize {
+    match request {
+        Request::PoRepC2(r) => match &r.c1.vanilla_proofs {
+            filecoin_proofs_api::seal::VanillaSealProof::StackedDrg2KiBV1(v) => v.len(),
+            filecoin_proofs_api::seal::VanillaSealProof::StackedDrg8MiBV1(v) => v.len(),
+            filecoin_proofs_api::seal::VanillaSealProof::StackedDrg512MiBV1(v) => v.len(),
+            filecoin_proofs_api::seal::VanillaSealProof::StackedDrg32GiBV1(v) => v.len(),
+            filecoin_proofs_api::seal::VanillaSealProof::StackedDrg64GiBV1(v) => v.len(),
+        },
+        Request::WindowPoSt(_) | Request::WinningPoSt(_) | Request::Snap(_) => 0,
+    }
+}
+
+/// Ends `job` in `phase`.
+fn end(job: &mut Job, phase: Phase) {
+    job.ended = Some(Instant::now());
+    job.request = None;
+    job.phase.send_replace(phase);
+}
+
+/// A worker: takes the next job, proves it, records the outcome; returns once the daemon
+/// drains and nothing is queued.
+fn work(shared: &Shared) {
+    loop {
+        let (id, request) = {
+            let mut st = shared.lock();
+            let next = loop {
+                if let Some(id) = st.pop() {
+                    break id;
+                }
+                if st.draining {
+                    return;
+                }
+                st = shared.work.wait(st).unwrap_or_else(|p| p.into_inner());
+            };
+            let Some(job) = st.jobs.get_mut(&next) else {
+                continue;
+            };
+            let Some(request) = job.request.clone() else {
+                continue;
+            };
+            job.started = Some(Instant::now());
+            job.phase.send_replace(Phase::Running);
+            st.running += 1;
+            (next, request)
+        };
+        tracing::info!(job = %id, kind = request.kind(), "job started");
+        let outcome = shared.prover.prove(&shared.engine, &request);
+        let mut st = shared.lock();
+        st.running -= 1;
+        let phase = match outcome {
+            Ok(out) => {
+                st.counts.completed += 1;
+                tracing::info!(job = %id, kind = request.kind(), partitions = out.partitions.len(), "job completed");
+                Phase::Completed(Arc::new(out.bytes))
+            }
+            Err(e) => {
+                st.counts.failed += 1;
+                tracing::warn!(job = %id, kind = request.kind(), error = %e, "job failed");
+                Phase::Failed(e.to_string())
+            }
+        };
+        if let Some(job) = st.jobs.get_mut(&id) {
+            if let Phase::Completed(bytes) = &phase {
+                job.partitions = bytes.len() / 192;
+            }
+            end(job, phase);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_highest_level_goes_first_and_each_level_in_order() {
+        let mut st = State::default();
+        let queued = [
+            ("n1", Priority::Normal),
+            ("l1", Priority::Low),
+            ("c1", Priority::Critical),
+            ("n2", Priority::Normal),
+            ("h1", Priority::High),
+            ("c2", Priority::Critical),
+        ];
+        for (id, p) in queued {
+            st.queues[p.index()].push_back(id.to_string());
+        }
+        assert_eq!(st.pending(), 6);
+        let order: Vec<String> = std::iter::from_fn(|| st.pop()).collect();
+        assert_eq!(order, ["c1", "c2", "h1", "n1", "n2", "l1"]);
+    }
+}

@@ -1,0 +1,19 @@
+//! zkpipe-serve: the proving daemon behind `zkpipe serve`. Filecoin proofs (PoRep C2,
+//! WindowPoSt, WinningPoSt, SnapDeals) are requested over gRPC ([`pb`], from
+//! `proto/zkpipe/v1/prover.proto`, which documents every call and status), on a unix socket
+//! and, with a bearer token, on TCP ([`server`]); they are queued by priority and proved by a
+//! fixed number of workers on one engine ([`daemon`]).
+
+pub mod daemon;
+pub mod server;
+pub mod service;
+
+/// The gRPC messages, service and client, generated from `proto/zkpipe/v1/prover.proto`.
+#[allow(missing_debug_implementations, clippy::all)]
+pub mod pb {
+    tonic::include_proto!("zkpipe.v1");
+}
+
+pub use daemon::{Daemon, Limits, Priority};
+pub use server::{connect_tcp, connect_unix, serve, ServeConfig, ServeError};
+pub use service::ProverService;

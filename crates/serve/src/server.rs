@@ -1,0 +1,294 @@
+//! Where the daemon listens: a unix socket (mode 0600: only its user may connect) and, when
+//! configured, TCP, where every call must carry the bearer token read from a file. Clients
+//! for both, for the CLI and the tests.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use hyper_util::rt::TokioIo;
+use tonic::transport::{Channel, Endpoint, Server};
+use tonic::{Request, Status};
+
+use crate::pb::prover_client::ProverClient;
+use crate::pb::prover_server::ProverServer;
+use crate::service::ProverService;
+
+/// The `[serve]` table of the daemon's configuration file.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeConfig {
+    /// The unix socket to listen on. Default `zkpipe.sock` in the working directory.
+    #[serde(default = "default_socket")]
+    pub socket: PathBuf,
+    /// A TCP address to listen on as well (say "0.0.0.0:7500"); needs `token_file`.
+    #[serde(default)]
+    pub tcp: Option<std::net::SocketAddr>,
+    /// The bearer token TCP callers must send (`authorization: Bearer <token>`), read from
+    /// this file (its first line).
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
+    /// Jobs proved at once. Default 2.
+    #[serde(default = "default_jobs")]
+    pub jobs: usize,
+    /// Jobs that may wait at once. Default 10000.
+    #[serde(default = "default_queue")]
+    pub queue: usize,
+    /// How long an ended job is kept for a late await, in seconds. Default 3600.
+    #[serde(default = "default_keep")]
+    pub keep_finished_s: u64,
+    /// The largest request taken, in bytes (a 32 GiB PoRep's C1 output is about 50 MB).
+    /// Default 128 MiB.
+    #[serde(default = "default_message", deserialize_with = "de_bytes")]
+    pub max_message: usize,
+}
+
+fn default_socket() -> PathBuf {
+    PathBuf::from("zkpipe.sock")
+}
+fn default_jobs() -> usize {
+    2
+}
+fn default_queue() -> usize {
+    10_000
+}
+fn default_keep() -> u64 {
+    3600
+}
+fn default_message() -> usize {
+    128 << 20
+}
+
+fn de_bytes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum Size {
+        Count(u64),
+        Text(String),
+    }
+    match <Size as serde::Deserialize>::deserialize(d)? {
+        Size::Count(n) => usize::try_from(n).map_err(serde::de::Error::custom),
+        Size::Text(t) => zkpipe_pipeline::parse_bytes(&t).map_err(serde::de::Error::custom),
+    }
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        Self {
+            socket: default_socket(),
+            tcp: None,
+            token_file: None,
+            jobs: default_jobs(),
+            queue: default_queue(),
+            keep_finished_s: default_keep(),
+            max_message: default_message(),
+        }
+    }
+}
+
+/// Why the daemon could not serve.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("{what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the token file {0} is empty")]
+    EmptyToken(PathBuf),
+    #[error("TCP ({0}) needs a token_file: a daemon on the network takes no call without one")]
+    TcpWithoutToken(std::net::SocketAddr),
+    #[error("serving: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}
+
+/// Reads a bearer token: the file's first line, trimmed.
+pub fn read_token(path: &Path) -> Result<String, ServeError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ServeError::Io {
+        what: "reading the token file",
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let token = text.lines().next().unwrap_or_default().trim().to_string();
+    match token.is_empty() {
+        true => Err(ServeError::EmptyToken(path.to_path_buf())),
+        false => Ok(token),
+    }
+}
+
+/// Checks the bearer token of every call, in constant time.
+#[derive(Clone)]
+struct BearerCheck {
+    expected: Arc<str>,
+}
+
+impl tonic::service::Interceptor for BearerCheck {
+    fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
+        let given = request
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or_default();
+        let same = given.len() == self.expected.len()
+            && given
+                .bytes()
+                .zip(self.expected.bytes())
+                .fold(0u8, |d, (a, b)| d | (a ^ b))
+                == 0;
+        match same {
+            true => Ok(request),
+            false => Err(Status::unauthenticated(
+                "a bearer token is required (authorization: Bearer <token>), and this one is not the daemon's",
+            )),
+        }
+    }
+}
+
+/// tonic refuses a message over the limit as OUT_OF_RANGE; the daemon's contract (and gRPC's
+/// convention for a size limit) is RESOURCE_EXHAUSTED.
+fn size_limit_as_resource_exhausted<B>(
+    mut response: tonic::codegen::http::Response<B>,
+) -> tonic::codegen::http::Response<B> {
+    let headers = response.headers();
+    let out_of_range = headers.get("grpc-status").is_some_and(|v| v == "11");
+    let too_large = headers
+        .get("grpc-message")
+        .and_then(|m| m.to_str().ok())
+        .is_some_and(|m| m.contains("too%20large") || m.contains("too large"));
+    if out_of_range && too_large {
+        response.headers_mut().insert(
+            "grpc-status",
+            tonic::codegen::http::HeaderValue::from_static("8"),
+        );
+    }
+    response
+}
+
+/// Serves `service` on the configured socket (and TCP) until `shutdown` resolves.
+pub async fn serve(
+    service: ProverService,
+    config: &ServeConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    let limit = config.max_message;
+    let grpc = || {
+        ProverServer::new(service.clone())
+            .max_decoding_message_size(limit)
+            .max_encoding_message_size(limit)
+    };
+    let socket = &config.socket;
+    let io = |what, source| ServeError::Io {
+        what,
+        path: socket.clone(),
+        source,
+    };
+    // A socket file left by a daemon that did not stop cleanly is replaced.
+    if socket.exists() {
+        std::fs::remove_file(socket).map_err(|e| io("removing the old socket", e))?;
+    }
+    let listener =
+        tokio::net::UnixListener::bind(socket).map_err(|e| io("listening on the socket", e))?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| io("setting the socket's mode", e))?;
+    }
+    tracing::info!(socket = %socket.display(), "serving on the unix socket");
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    });
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|&s| s).await;
+    };
+    let resized = || tower::util::MapResponseLayer::new(size_limit_as_resource_exhausted);
+    let unix = Server::builder()
+        .layer(resized())
+        .add_service(grpc())
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::UnixListenerStream::new(listener),
+            stopped(stop_rx.clone()),
+        );
+    let tcp = async {
+        let Some(addr) = config.tcp else {
+            return Ok(());
+        };
+        let token_file = config
+            .token_file
+            .as_ref()
+            .ok_or(ServeError::TcpWithoutToken(addr))?;
+        let check = BearerCheck {
+            expected: read_token(token_file)?.into(),
+        };
+        tracing::info!(%addr, "serving on TCP (bearer token required)");
+        let svc = tonic::service::interceptor::InterceptedService::new(grpc(), check);
+        Server::builder()
+            .layer(resized())
+            .add_service(svc)
+            .serve_with_shutdown(addr, stopped(stop_rx.clone()))
+            .await
+            .map_err(ServeError::from)
+    };
+    let (u, t) = tokio::join!(unix, tcp);
+    let _ = std::fs::remove_file(socket);
+    u?;
+    t
+}
+
+/// A client of the daemon on the unix socket at `path`.
+pub async fn connect_unix(path: &Path) -> Result<ProverClient<Channel>, tonic::transport::Error> {
+    let path = path.to_path_buf();
+    // The URI is not used: every connection goes to the socket.
+    let channel = Endpoint::from_static("http://localhost")
+        .connect_with_connector(tower::service_fn(move |_| {
+            let path = path.clone();
+            async move {
+                let stream = tokio::net::UnixStream::connect(path).await?;
+                Ok::<_, std::io::Error>(TokioIo::new(stream))
+            }
+        }))
+        .await?;
+    Ok(ProverClient::new(channel)
+        .max_decoding_message_size(usize::MAX)
+        .max_encoding_message_size(usize::MAX))
+}
+
+/// A client's calls over TCP, each with the bearer token.
+pub type TcpClient =
+    ProverClient<tonic::service::interceptor::InterceptedService<Channel, BearerToken>>;
+
+/// Adds `authorization: Bearer <token>` to every call.
+#[derive(Clone)]
+pub struct BearerToken(tonic::metadata::MetadataValue<tonic::metadata::Ascii>);
+
+impl std::fmt::Debug for BearerToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BearerToken(..)")
+    }
+}
+
+impl tonic::service::Interceptor for BearerToken {
+    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
+        request
+            .metadata_mut()
+            .insert("authorization", self.0.clone());
+        Ok(request)
+    }
+}
+
+/// A client of the daemon at `addr` over TCP, sending `token` with every call.
+pub async fn connect_tcp(
+    addr: std::net::SocketAddr,
+    token: &str,
+) -> Result<TcpClient, Box<dyn std::error::Error + Send + Sync>> {
+    let value = format!("Bearer {token}").parse()?;
+    let channel = Endpoint::from_shared(format!("http://{addr}"))?
+        .connect()
+        .await?;
+    Ok(ProverClient::with_interceptor(channel, BearerToken(value))
+        .max_decoding_message_size(usize::MAX)
+        .max_encoding_message_size(usize::MAX))
+}

@@ -1,0 +1,263 @@
+//! The gRPC service: requests checked at the boundary and turned into the daemon's jobs.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use prost::Message;
+use tonic::{Request as GrpcRequest, Response, Status};
+use zkpipe_filecoin::{request as fil, PoRepC2, Request};
+
+use crate::daemon::{Daemon, DaemonError, JobView, Phase, Priority};
+use crate::pb;
+
+/// The longest request id taken.
+pub const MAX_REQUEST_ID: usize = 128;
+
+/// The service over one daemon.
+#[derive(Debug, Clone)]
+pub struct ProverService {
+    daemon: Arc<Daemon>,
+}
+
+impl ProverService {
+    pub fn new(daemon: Arc<Daemon>) -> Self {
+        Self { daemon }
+    }
+}
+
+impl From<DaemonError> for Status {
+    fn from(e: DaemonError) -> Self {
+        let text = e.to_string();
+        match e {
+            DaemonError::RequestIdReused { .. } => Status::already_exists(text),
+            DaemonError::UnknownJob(_) => Status::not_found(text),
+            DaemonError::QueueFull { .. } => Status::resource_exhausted(text),
+            DaemonError::ShuttingDown => Status::unavailable(text),
+        }
+    }
+}
+
+fn invalid(what: impl std::fmt::Display) -> Status {
+    Status::invalid_argument(what.to_string())
+}
+
+/// The proof a submission asks for, checked and parsed.
+fn parse(proof: Option<pb::submit_request::Proof>) -> Result<Request, Status> {
+    use pb::submit_request::Proof;
+    let json = |what: &'static str, bytes: &[u8]| -> Result<(), Status> {
+        match bytes.is_empty() {
+            true => Err(invalid(format!("{what}: empty"))),
+            false => Ok(()),
+        }
+    };
+    match proof {
+        None => Err(invalid(
+            "no proof: set one of porep_c2, window_post_json, winning_post_json, snap_json",
+        )),
+        Some(Proof::PorepC2(p)) => {
+            json("porep_c2.c1_json", &p.c1_json)?;
+            let prover_id: [u8; 32] = p.prover_id.as_slice().try_into().map_err(|_| {
+                invalid(format!(
+                    "porep_c2.prover_id: {} bytes, expected 32",
+                    p.prover_id.len()
+                ))
+            })?;
+            let registered = match p.registered_proof.as_str() {
+                "" => None,
+                name => Some(
+                    serde_json::from_value(serde_json::Value::String(name.into()))
+                        .map_err(|e| invalid(format!("porep_c2.registered_proof {name:?}: {e}")))?,
+                ),
+            };
+            let r = PoRepC2::from_c1_json(&p.c1_json, registered, prover_id, p.sector_id)
+                .map_err(|e| invalid(format!("porep_c2: {e}")))?;
+            Ok(Request::PoRepC2(Box::new(r)))
+        }
+        Some(Proof::WindowPostJson(bytes)) => {
+            json("window_post_json", &bytes)?;
+            serde_json::from_slice(&bytes)
+                .map(Request::WindowPoSt)
+                .map_err(|e| invalid(format!("window_post_json: {e}")))
+        }
+        Some(Proof::WinningPostJson(bytes)) => {
+            json("winning_post_json", &bytes)?;
+            serde_json::from_slice(&bytes)
+                .map(Request::WinningPoSt)
+                .map_err(|e| invalid(format!("winning_post_json: {e}")))
+        }
+        Some(Proof::SnapJson(bytes)) => {
+            json("snap_json", &bytes)?;
+            serde_json::from_slice::<fil::SnapUpdate>(&bytes)
+                .map(Request::Snap)
+                .map_err(|e| invalid(format!("snap_json: {e}")))
+        }
+    }
+}
+
+fn priority(p: i32, request: &Request) -> Result<Priority, Status> {
+    match pb::Priority::try_from(p) {
+        Ok(pb::Priority::Unspecified) => Ok(Priority::of(request)),
+        Ok(pb::Priority::Low) => Ok(Priority::Low),
+        Ok(pb::Priority::Normal) => Ok(Priority::Normal),
+        Ok(pb::Priority::High) => Ok(Priority::High),
+        Ok(pb::Priority::Critical) => Ok(Priority::Critical),
+        Err(_) => Err(invalid(format!("priority {p}: not one of 0 to 4"))),
+    }
+}
+
+fn to_pb_priority(p: Priority) -> pb::Priority {
+    match p {
+        Priority::Low => pb::Priority::Low,
+        Priority::Normal => pb::Priority::Normal,
+        Priority::High => pb::Priority::High,
+        Priority::Critical => pb::Priority::Critical,
+    }
+}
+
+impl ProverService {
+    fn submit_checked(&self, req: pb::SubmitRequest) -> Result<pb::SubmitResponse, Status> {
+        if req.request_id.is_empty() {
+            return Err(invalid(
+                "request_id: empty (a caller-chosen idempotency key)",
+            ));
+        }
+        if req.request_id.len() > MAX_REQUEST_ID {
+            return Err(invalid(format!(
+                "request_id: {} bytes, at most {MAX_REQUEST_ID}",
+                req.request_id.len()
+            )));
+        }
+        // The content, all but the request id, decides whether a reused id is the same job.
+        let digest = blake3::hash(
+            &pb::SubmitRequest {
+                request_id: String::new(),
+                ..req.clone()
+            }
+            .encode_to_vec(),
+        );
+        let request = parse(req.proof)?;
+        let priority = priority(req.priority, &request)?;
+        let s = self
+            .daemon
+            .submit(&req.request_id, digest, request, priority)?;
+        Ok(pb::SubmitResponse {
+            job_id: s.id,
+            queue_position: u32::try_from(s.ahead).unwrap_or(u32::MAX),
+            existing: s.existing,
+        })
+    }
+
+    async fn await_job(
+        &self,
+        id: &str,
+        timeout: Option<Duration>,
+    ) -> Result<pb::AwaitResponse, Status> {
+        let mut rx = self.daemon.watch(id)?;
+        let ended = rx.wait_for(Phase::is_final);
+        match timeout {
+            Some(t) => {
+                // Timing out leaves the job as it is: the answer says where it is.
+                let _ = tokio::time::timeout(t, ended).await;
+            }
+            None => {
+                let _ = ended.await;
+            }
+        }
+        Ok(answer(&self.daemon.view(id)?))
+    }
+}
+
+fn answer(v: &JobView) -> pb::AwaitResponse {
+    let (state, proof, error) = match &v.phase {
+        Phase::Pending => (pb::JobState::Pending, Vec::new(), String::new()),
+        Phase::Running => (pb::JobState::Running, Vec::new(), String::new()),
+        Phase::Completed(bytes) => (pb::JobState::Completed, bytes.to_vec(), String::new()),
+        Phase::Failed(e) => (pb::JobState::Failed, Vec::new(), e.clone()),
+        Phase::Cancelled(why) => (pb::JobState::Cancelled, Vec::new(), why.clone()),
+    };
+    pb::AwaitResponse {
+        job_id: v.id.clone(),
+        state: state.into(),
+        proof,
+        error,
+        kind: v.kind.to_string(),
+        partitions: u32::try_from(v.partitions).unwrap_or(u32::MAX),
+        queue_wait_ms: v.queue_wait.as_millis() as u64,
+        run_ms: v.run.as_millis() as u64,
+    }
+}
+
+fn state_of(phase: &Phase) -> pb::JobState {
+    match phase {
+        Phase::Pending => pb::JobState::Pending,
+        Phase::Running => pb::JobState::Running,
+        Phase::Completed(_) => pb::JobState::Completed,
+        Phase::Failed(_) => pb::JobState::Failed,
+        Phase::Cancelled(_) => pb::JobState::Cancelled,
+    }
+}
+
+#[tonic::async_trait]
+impl pb::prover_server::Prover for ProverService {
+    async fn submit(
+        &self,
+        request: GrpcRequest<pb::SubmitRequest>,
+    ) -> Result<Response<pb::SubmitResponse>, Status> {
+        self.submit_checked(request.into_inner()).map(Response::new)
+    }
+
+    async fn r#await(
+        &self,
+        request: GrpcRequest<pb::AwaitRequest>,
+    ) -> Result<Response<pb::AwaitResponse>, Status> {
+        let r = request.into_inner();
+        let timeout = (r.timeout_ms > 0).then(|| Duration::from_millis(r.timeout_ms));
+        self.await_job(&r.job_id, timeout).await.map(Response::new)
+    }
+
+    async fn prove(
+        &self,
+        request: GrpcRequest<pb::SubmitRequest>,
+    ) -> Result<Response<pb::AwaitResponse>, Status> {
+        let submitted = self.submit_checked(request.into_inner())?;
+        self.await_job(&submitted.job_id, None)
+            .await
+            .map(Response::new)
+    }
+
+    async fn cancel(
+        &self,
+        request: GrpcRequest<pb::CancelRequest>,
+    ) -> Result<Response<pb::CancelResponse>, Status> {
+        let phase = self.daemon.cancel(&request.into_inner().job_id)?;
+        Ok(Response::new(pb::CancelResponse {
+            state: state_of(&phase).into(),
+        }))
+    }
+
+    async fn get_status(
+        &self,
+        _: GrpcRequest<pb::StatusRequest>,
+    ) -> Result<Response<pb::StatusResponse>, Status> {
+        let s = self.daemon.status();
+        let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        Ok(Response::new(pb::StatusResponse {
+            uptime_s: s.uptime.as_secs(),
+            backend: s.backend,
+            workers: count(s.workers),
+            queues: s
+                .pending
+                .iter()
+                .map(|&(p, n)| pb::QueueStatus {
+                    priority: to_pb_priority(p).into(),
+                    pending: count(n),
+                })
+                .collect(),
+            running: count(s.running),
+            completed: s.counts.completed,
+            failed: s.counts.failed,
+            cancelled: s.counts.cancelled,
+            draining: s.draining,
+        }))
+    }
+}

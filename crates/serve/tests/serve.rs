@@ -1,0 +1,324 @@
+//! The daemon over its unix socket and over TCP with a token, on the CPU backend at 2 KiB:
+//! proofs filecoin-proofs' verifier accepts, and every bad request refused with its status
+//! while the daemon goes on serving.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tonic::Code;
+use zkpipe_filecoin::gen::{self, SectorData};
+use zkpipe_filecoin::{ParamsCache, ProveOptions, Prover, Request};
+use zkpipe_pipeline::{Backend, Config, Engine};
+use zkpipe_serve::pb::{self, submit_request::Proof};
+use zkpipe_serve::{connect_tcp, connect_unix, serve, Daemon, Limits, ProverService, ServeConfig};
+
+const KIB2: u64 = 2048;
+
+/// The Filecoin tests' parameter directory (generated test parameters, shared).
+fn params_dir() -> PathBuf {
+    zkpipe_filecoin::params::dir_from_env_or(
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("filecoin-proof-parameters"),
+    )
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("serve")
+        .join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch directory");
+    dir
+}
+
+/// A daemon on the CPU backend with `workers` workers.
+fn daemon(workers: usize) -> Arc<Daemon> {
+    let prover = Prover::new(ParamsCache::new(params_dir()), ProveOptions::default());
+    let engine = Engine::start(Config::default().with_backend(Backend::Cpu)).expect("engine");
+    Daemon::start(
+        prover,
+        engine,
+        Limits {
+            workers,
+            ..Limits::default()
+        },
+    )
+}
+
+/// A free TCP port on the loopback (bound, then released for the daemon).
+fn free_port() -> std::net::SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    l.local_addr().expect("its address")
+}
+
+fn submit(request_id: &str, proof: Proof) -> pb::SubmitRequest {
+    pb::SubmitRequest {
+        request_id: request_id.into(),
+        priority: 0,
+        proof: Some(proof),
+    }
+}
+
+#[test]
+fn proofs_over_the_socket_and_tcp_are_accepted_and_bad_requests_refused() {
+    params_dir();
+    let dir = scratch("daemon");
+    let sealed = gen::seal_sector(&dir.join("sector"), KIB2, SectorData::Random).expect("seals");
+    let winning = gen::winning_post(&sealed).expect("vanilla proofs");
+    let winning_json = serde_json::to_vec(&winning).unwrap();
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, "s3cret-token\n").unwrap();
+    let config = ServeConfig {
+        socket: dir.join("zkpipe.sock"),
+        tcp: Some(free_port()),
+        token_file: Some(token_file),
+        max_message: 1 << 20,
+        ..ServeConfig::default()
+    };
+    let d = daemon(1);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = rt.spawn({
+        let service = ProverService::new(Arc::clone(&d));
+        let config = config.clone();
+        async move {
+            serve(service, &config, async {
+                let _ = stopped.await;
+            })
+            .await
+        }
+    });
+    rt.block_on(async {
+        // The socket is there once the server listens.
+        for _ in 0..100 {
+            if config.socket.exists() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&config.socket)
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "only the daemon's user may connect");
+        let mut c = connect_unix(&config.socket).await.expect("connects");
+
+        // A WinningPoSt proved over the socket, accepted by filecoin-proofs.
+        let answer = c
+            .prove(submit(
+                "winning-1",
+                Proof::WinningPostJson(winning_json.clone()),
+            ))
+            .await
+            .expect("proves")
+            .into_inner();
+        assert_eq!(answer.state(), pb::JobState::Completed, "{}", answer.error);
+        assert_eq!(answer.kind, "winning-post");
+        let request = Request::WinningPoSt(winning.clone());
+        assert!(
+            zkpipe_filecoin::verify::with_filecoin_proofs(&request, &answer.proof).unwrap(),
+            "filecoin-proofs accepts the daemon's proof"
+        );
+        // The same request id and content: the same job, answered again.
+        let again = c
+            .submit(submit(
+                "winning-1",
+                Proof::WinningPostJson(winning_json.clone()),
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(again.existing);
+        assert_eq!(again.job_id, answer.job_id);
+        let late = c
+            .r#await(pb::AwaitRequest {
+                job_id: again.job_id.clone(),
+                timeout_ms: 0,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(
+            late.proof, answer.proof,
+            "an ended job is kept for a late await"
+        );
+
+        // Bad requests: each its status, naming what was wrong.
+        let refused =
+            |r: Result<tonic::Response<pb::SubmitResponse>, tonic::Status>| r.expect_err("refused");
+        let e = refused(
+            c.submit(submit("", Proof::WinningPostJson(winning_json.clone())))
+                .await,
+        );
+        assert_eq!(e.code(), Code::InvalidArgument);
+        assert!(e.message().contains("request_id"), "{e}");
+        let e = refused(
+            c.submit(pb::SubmitRequest {
+                request_id: "none".into(),
+                priority: 0,
+                proof: None,
+            })
+            .await,
+        );
+        assert_eq!(e.code(), Code::InvalidArgument);
+        let e = refused(
+            c.submit(submit(
+                "junk",
+                Proof::WinningPostJson(b"{\"not\": 1}".to_vec()),
+            ))
+            .await,
+        );
+        assert_eq!(e.code(), Code::InvalidArgument);
+        assert!(e.message().contains("winning_post_json"), "{e}");
+        let e = refused(
+            c.submit(submit(
+                "porep",
+                Proof::PorepC2(pb::PoRepC2 {
+                    c1_json: b"{}".to_vec(),
+                    prover_id: vec![1; 31],
+                    sector_id: 1,
+                    registered_proof: String::new(),
+                }),
+            ))
+            .await,
+        );
+        assert_eq!(e.code(), Code::InvalidArgument);
+        assert!(e.message().contains("prover_id: 31 bytes"), "{e}");
+        let e = refused(
+            c.submit(pb::SubmitRequest {
+                priority: 9,
+                ..submit("prio", Proof::WinningPostJson(winning_json.clone()))
+            })
+            .await,
+        );
+        assert_eq!(e.code(), Code::InvalidArgument);
+        let mut other = winning.clone();
+        other.randomness[0] ^= 1;
+        let e = refused(
+            c.submit(submit(
+                "winning-1",
+                Proof::WinningPostJson(serde_json::to_vec(&other).unwrap()),
+            ))
+            .await,
+        );
+        assert_eq!(e.code(), Code::AlreadyExists, "{e}");
+        let e = c
+            .r#await(pb::AwaitRequest {
+                job_id: "no-such-job".into(),
+                timeout_ms: 1,
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::NotFound);
+        assert!(e.message().contains("unknown job"), "{e}");
+        // Over the message limit: refused, the daemon unharmed.
+        let e = refused(
+            c.submit(submit("huge", Proof::SnapJson(vec![b' '; 2 << 20])))
+                .await,
+        );
+        assert!(e.code() == Code::ResourceExhausted, "{e}");
+
+        // A job that fails (vanilla proofs cut short): FAILED with the reason; others go on.
+        let mut cut = winning.clone();
+        cut.vanilla_proofs[0].truncate(10);
+        let failed = c
+            .prove(submit(
+                "cut",
+                Proof::WinningPostJson(serde_json::to_vec(&cut).unwrap()),
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(failed.state(), pb::JobState::Failed);
+        assert!(!failed.error.is_empty());
+
+        // TCP: no token and a wrong one refused; the right one served.
+        let addr = config.tcp.unwrap();
+        let mut wrong = connect_tcp(addr, "not-the-token").await.expect("connects");
+        let e = wrong.get_status(pb::StatusRequest {}).await.unwrap_err();
+        assert_eq!(e.code(), Code::Unauthenticated, "{e}");
+        let mut plain = pb::prover_client::ProverClient::connect(format!("http://{addr}"))
+            .await
+            .unwrap();
+        let e = plain.get_status(pb::StatusRequest {}).await.unwrap_err();
+        assert_eq!(e.code(), Code::Unauthenticated, "{e}");
+        let mut tcp = connect_tcp(addr, "s3cret-token").await.expect("connects");
+        let status = tcp
+            .get_status(pb::StatusRequest {})
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(status.completed, 1);
+        assert_eq!(status.failed, 1);
+        assert_eq!(status.queues.len(), 4);
+        let again = tcp
+            .prove(submit(
+                "winning-2",
+                Proof::WinningPostJson(winning_json.clone()),
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(again.state(), pb::JobState::Completed, "{}", again.error);
+        assert!(zkpipe_filecoin::verify::with_filecoin_proofs(&request, &again.proof).unwrap());
+    });
+    let _ = stop.send(());
+    rt.block_on(server)
+        .unwrap()
+        .expect("the server stops cleanly");
+    assert!(!config.socket.exists(), "the socket is removed");
+    d.drain();
+}
+
+#[test]
+fn queued_jobs_are_cancelled_and_a_draining_daemon_takes_none() {
+    params_dir();
+    let dir = scratch("cancel");
+    let sealed = gen::seal_sector(&dir.join("sector"), KIB2, SectorData::Random).expect("seals");
+    let winning = gen::winning_post(&sealed).expect("vanilla proofs");
+    let request = Request::WinningPoSt(winning);
+    let d = daemon(1);
+    let digest = |i: u8| blake3::hash(&[i]);
+    // One worker: the first job runs, the others wait.
+    let first = d
+        .submit("a", digest(1), request.clone(), zkpipe_serve::Priority::Low)
+        .unwrap();
+    let second = d
+        .submit("b", digest(2), request.clone(), zkpipe_serve::Priority::Low)
+        .unwrap();
+    let third = d
+        .submit("c", digest(3), request.clone(), zkpipe_serve::Priority::Low)
+        .unwrap();
+    use zkpipe_serve::daemon::Phase;
+    while d.view(&first.id).unwrap().phase == Phase::Pending {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let phase = d.cancel(&second.id).unwrap();
+    assert!(matches!(phase, Phase::Cancelled(_)), "{phase:?}");
+    // Draining: no new job; the queued one is answered; the running one finishes.
+    let drained = std::thread::spawn({
+        let d = Arc::clone(&d);
+        move || d.drain()
+    });
+    drained.join().unwrap();
+    let err = d
+        .submit("d", digest(4), request, zkpipe_serve::Priority::Critical)
+        .unwrap_err();
+    assert_eq!(err, zkpipe_serve::daemon::DaemonError::ShuttingDown);
+    let ended = |id: &str| d.view(id).unwrap().phase;
+    assert!(
+        matches!(ended(&first.id), Phase::Completed(_)),
+        "the running job finished"
+    );
+    match ended(&third.id) {
+        Phase::Cancelled(why) => assert!(why.contains("shut down"), "{why}"),
+        other => panic!("the queued job was answered: {other:?}"),
+    }
+    // Cancelling an ended job leaves it as it was.
+    assert!(matches!(d.cancel(&first.id).unwrap(), Phase::Completed(_)));
+    let status = d.status();
+    assert!(status.draining);
+    assert_eq!(status.running, 0);
+    assert_eq!(status.counts.completed + status.counts.cancelled, 3);
+}
