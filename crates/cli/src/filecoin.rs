@@ -428,7 +428,7 @@ fn generate(kind: GenKind, sector_size: u64, dir: &Path) -> Result<(), FilecoinE
 
 /// The directory filecoin-proofs reads parameters from: `FIL_PROOFS_PARAMETER_CACHE`, else its
 /// default.
-fn default_params_dir() -> PathBuf {
+pub(crate) fn default_params_dir() -> PathBuf {
     std::env::var_os(zkpipe_filecoin::params::PARAMETER_CACHE_ENV)
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)

@@ -13,6 +13,7 @@ mod exit;
 mod filecoin;
 mod info;
 mod prove;
+mod serve;
 mod soak;
 
 /// zkpipe: a GPU proving engine for Groth16 over BLS12-381.
@@ -115,6 +116,11 @@ enum Command {
     /// status 2 for bad input or parameters.
     #[command(subcommand)]
     Filecoin(filecoin::Command),
+    /// The proving daemon: Filecoin proofs requested over gRPC on a unix socket (and TCP with
+    /// a bearer token), queued by priority; SIGTERM drains it.
+    Serve(serve::ServeArgs),
+    /// One call to a running daemon: prove, submit, await, cancel or status.
+    Client(serve::ClientArgs),
 }
 
 /// `ZKPIPE_FORCE_PTX=1` makes every module load its PTX (the JIT path) rather than a cubin.
@@ -133,6 +139,8 @@ fn main() -> ExitCode {
         Command::Prove(a) => prove::run(&a),
         Command::Soak(a) => soak::run(&a),
         Command::Filecoin(c) => filecoin::run(&c),
+        Command::Serve(a) => serve::serve(&a),
+        Command::Client(a) => serve::client(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -15,5 +15,7 @@ pub mod pb {
 }
 
 pub use daemon::{Daemon, Limits, Priority};
-pub use server::{connect_tcp, connect_unix, serve, ServeConfig, ServeError};
+pub use server::{
+    connect_tcp, connect_unix, read_config, read_token, serve, ConfigError, ServeConfig, ServeError,
+};
 pub use service::ProverService;

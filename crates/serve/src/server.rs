@@ -41,6 +41,13 @@ pub struct ServeConfig {
     /// Default 128 MiB.
     #[serde(default = "default_message", deserialize_with = "de_bytes")]
     pub max_message: usize,
+    /// Where the parameters are (and test parameters are generated). Default:
+    /// `FIL_PROOFS_PARAMETER_CACHE`, else /var/tmp/filecoin-proof-parameters.
+    #[serde(default)]
+    pub params_dir: Option<PathBuf>,
+    /// Partitions synthesized at once. Default 2.
+    #[serde(default = "default_jobs")]
+    pub synthesis_threads: usize,
 }
 
 fn default_socket() -> PathBuf {
@@ -82,8 +89,66 @@ impl Default for ServeConfig {
             queue: default_queue(),
             keep_finished_s: default_keep(),
             max_message: default_message(),
+            params_dir: None,
+            synthesis_threads: default_jobs(),
         }
     }
+}
+
+impl ServeConfig {
+    /// The daemon's limits from the configuration.
+    pub fn limits(&self) -> crate::Limits {
+        crate::Limits {
+            workers: self.jobs.max(1),
+            queue: self.queue,
+            keep_finished: std::time::Duration::from_secs(self.keep_finished_s),
+        }
+    }
+}
+
+/// Why a configuration file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("reading {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Toml {
+        path: PathBuf,
+        source: Box<toml::de::Error>,
+    },
+    #[error("{path}: the engine's fields: {source}")]
+    Engine {
+        path: PathBuf,
+        source: Box<zkpipe_pipeline::ProveError>,
+    },
+}
+
+/// The daemon's configuration file: a `[serve]` table ([`ServeConfig`]) beside the engine's
+/// fields (`zkpipe_pipeline::Config`'s, as `zkpipe prove --config` takes them).
+pub fn read_config(path: &Path) -> Result<(ServeConfig, zkpipe_pipeline::Config), ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let toml_err = |source| ConfigError::Toml {
+        path: path.to_path_buf(),
+        source: Box::new(source),
+    };
+    let mut table: toml::Table = toml::from_str(&text).map_err(toml_err)?;
+    let serve = match table.remove("serve") {
+        Some(v) => v.try_into().map_err(toml_err)?,
+        None => ServeConfig::default(),
+    };
+    let engine_text = toml::to_string(&table).unwrap_or_default();
+    let engine =
+        zkpipe_pipeline::Config::from_toml(&engine_text).map_err(|source| ConfigError::Engine {
+            path: path.to_path_buf(),
+            source: Box::new(source),
+        })?;
+    Ok((serve, engine))
 }
 
 /// Why the daemon could not serve.

@@ -1,0 +1,373 @@
+//! `zkpipe serve`: the proving daemon; `zkpipe client`: its command-line client.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use zkpipe_filecoin::{ParamsCache, ProveOptions, Prover};
+use zkpipe_pipeline::{Backend, Engine};
+use zkpipe_serve::pb::{self, submit_request::Proof};
+use zkpipe_serve::{Daemon, ProverService};
+
+use crate::exit::Failure;
+
+/// `zkpipe serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// The configuration: a `[serve]` table (socket, tcp, token_file, jobs, queue,
+    /// keep_finished_s, max_message, params_dir, synthesis_threads) beside the engine's
+    /// fields. Every field has a default; without a file the daemon listens on zkpipe.sock.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Prove on the CPU whatever the configuration says.
+    #[arg(long)]
+    cpu: bool,
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Runtime::new()
+        .map_err(|e| Failure::Other(format!("starting the async runtime: {e}").into()))
+}
+
+/// Resolves at the first SIGTERM or Ctrl-C, once the daemon has drained (running jobs
+/// finished, queued ones answered); a second signal exits at once.
+async fn drained_on_signal(daemon: Arc<Daemon>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut term) = signal(SignalKind::terminate()) else {
+        tracing::error!("SIGTERM cannot be caught: the daemon stops only when killed");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    crate::say!("draining: running jobs finish, queued ones are answered, new ones refused (signal again to stop at once)");
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+        crate::say!("stopping at once");
+        std::process::exit(130);
+    });
+    let _ = tokio::task::spawn_blocking(move || daemon.drain()).await;
+}
+
+/// `zkpipe serve`: runs the daemon until a signal drains it.
+pub fn serve(a: &ServeArgs) -> Result<(), Failure> {
+    let (cfg, engine_cfg) = match &a.config {
+        Some(path) => zkpipe_serve::read_config(path).map_err(|e| Failure::Usage(e.to_string()))?,
+        None => Default::default(),
+    };
+    let engine_cfg = match a.cpu {
+        true => engine_cfg.with_backend(Backend::Cpu),
+        false => engine_cfg,
+    };
+    let dir = cfg
+        .params_dir
+        .clone()
+        .unwrap_or_else(crate::filecoin::default_params_dir);
+    // filecoin-proofs' verifiers (the check of each proof) read the same directory.
+    std::env::set_var(zkpipe_filecoin::params::PARAMETER_CACHE_ENV, &dir);
+    let prover = Prover::new(
+        ParamsCache::new(&dir),
+        ProveOptions {
+            synthesis_threads: cfg.synthesis_threads.max(1),
+            ..ProveOptions::default()
+        },
+    );
+    let engine = Engine::start(engine_cfg).map_err(Failure::start)?;
+    crate::say!(
+        "engine: {}; parameters: {}",
+        engine.backend(),
+        dir.display()
+    );
+    let daemon = Daemon::start(prover, engine, cfg.limits());
+    let service = ProverService::new(Arc::clone(&daemon));
+    runtime()?
+        .block_on(zkpipe_serve::serve(
+            service,
+            &cfg,
+            drained_on_signal(daemon),
+        ))
+        .map_err(|e| Failure::Other(Box::new(e)))
+}
+
+/// `zkpipe client`.
+#[derive(Debug, clap::Args)]
+pub struct ClientArgs {
+    /// The daemon's unix socket.
+    #[arg(long, conflicts_with = "tcp", default_value = "zkpipe.sock")]
+    socket: PathBuf,
+    /// The daemon's TCP address (needs --token-file).
+    #[arg(long, requires = "token_file")]
+    tcp: Option<std::net::SocketAddr>,
+    /// The file holding the daemon's bearer token (its first line).
+    #[arg(long)]
+    token_file: Option<PathBuf>,
+    #[command(subcommand)]
+    command: ClientCommand,
+}
+
+/// What a submission carries.
+#[derive(Debug, clap::Args)]
+struct Submission {
+    /// The idempotency key (default: the request's content digest).
+    #[arg(long, global = true)]
+    request_id: Option<String>,
+    /// low, normal, high or critical (default: the kind's own).
+    #[arg(long, value_enum, global = true)]
+    priority: Option<PriorityArg>,
+    #[command(subcommand)]
+    proof: ProofArg,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum PriorityArg {
+    Low,
+    Normal,
+    High,
+    Critical,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum ProofArg {
+    /// PoRep C2 from a C1 output (JSON).
+    PorepC2 {
+        #[arg(long)]
+        c1: PathBuf,
+        /// The storage provider's id: 64 hex digits.
+        #[arg(long)]
+        prover_id: String,
+        #[arg(long)]
+        sector_id: u64,
+        /// For filecoin-proofs' own form of the C1 output: its registered proof's name.
+        #[arg(long)]
+        registered_proof: Option<String>,
+    },
+    /// WindowPoSt from a request file (as `zkpipe filecoin window-post` takes).
+    WindowPost {
+        #[arg(long)]
+        request: PathBuf,
+    },
+    /// WinningPoSt from a request file.
+    WinningPost {
+        #[arg(long)]
+        request: PathBuf,
+    },
+    /// SnapDeals from a request file.
+    Snap {
+        #[arg(long)]
+        request: PathBuf,
+    },
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum ClientCommand {
+    /// Submit a proof and wait for it; the proof bytes go to --out.
+    Prove {
+        #[command(flatten)]
+        submission: Submission,
+        /// Where the proof bytes go (required).
+        #[arg(long, global = true)]
+        out: Option<PathBuf>,
+    },
+    /// Submit a proof; print its job id.
+    Submit {
+        #[command(flatten)]
+        submission: Submission,
+    },
+    /// Wait for a job (at most --timeout-ms; 0: until it ends); the proof bytes go to --out.
+    Await {
+        job_id: String,
+        #[arg(long, default_value_t = 0)]
+        timeout_ms: u64,
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Cancel a queued job.
+    Cancel { job_id: String },
+    /// The daemon's status, as JSON.
+    Status,
+}
+
+fn read(path: &PathBuf) -> Result<Vec<u8>, Failure> {
+    std::fs::read(path).map_err(|e| Failure::Usage(format!("reading {}: {e}", path.display())))
+}
+
+impl Submission {
+    fn request(&self) -> Result<pb::SubmitRequest, Failure> {
+        let proof = match &self.proof {
+            ProofArg::PorepC2 {
+                c1,
+                prover_id,
+                sector_id,
+                registered_proof,
+            } => Proof::PorepC2(pb::PoRepC2 {
+                c1_json: read(c1)?,
+                prover_id: zkpipe_filecoin::request::parse_hex32("--prover-id", prover_id)
+                    .map_err(|e| Failure::Usage(e.to_string()))?
+                    .to_vec(),
+                sector_id: *sector_id,
+                registered_proof: registered_proof.clone().unwrap_or_default(),
+            }),
+            ProofArg::WindowPost { request } => Proof::WindowPostJson(read(request)?),
+            ProofArg::WinningPost { request } => Proof::WinningPostJson(read(request)?),
+            ProofArg::Snap { request } => Proof::SnapJson(read(request)?),
+        };
+        let priority = match self.priority {
+            None => pb::Priority::Unspecified,
+            Some(PriorityArg::Low) => pb::Priority::Low,
+            Some(PriorityArg::Normal) => pb::Priority::Normal,
+            Some(PriorityArg::High) => pb::Priority::High,
+            Some(PriorityArg::Critical) => pb::Priority::Critical,
+        };
+        let mut req = pb::SubmitRequest {
+            request_id: self.request_id.clone().unwrap_or_default(),
+            priority: priority.into(),
+            proof: Some(proof),
+        };
+        if req.request_id.is_empty() {
+            use prost::Message;
+            req.request_id = blake3::hash(&req.encode_to_vec()).to_hex().to_string();
+        }
+        Ok(req)
+    }
+}
+
+/// The answer of an await: the proof written to `out`, a line on standard output, or the
+/// job's failure.
+fn finish(answer: pb::AwaitResponse, out: Option<&PathBuf>) -> Result<(), Failure> {
+    let state = answer.state();
+    println!(
+        "{}",
+        serde_json::json!({
+            "job_id": answer.job_id, "state": state.as_str_name(), "kind": answer.kind,
+            "partitions": answer.partitions, "proof_bytes": answer.proof.len(),
+            "queue_wait_ms": answer.queue_wait_ms, "run_ms": answer.run_ms, "error": answer.error,
+        })
+    );
+    match state {
+        pb::JobState::Completed => match out {
+            Some(path) => std::fs::write(path, &answer.proof)
+                .map_err(|e| Failure::Other(format!("writing {}: {e}", path.display()).into())),
+            None => Ok(()),
+        },
+        pb::JobState::Pending | pb::JobState::Running => Ok(()),
+        _ => Err(Failure::Jobs(format!(
+            "job {} {}: {}",
+            answer.job_id,
+            state.as_str_name(),
+            answer.error
+        ))),
+    }
+}
+
+macro_rules! call {
+    ($client:expr, $a:expr) => {{
+        let mut c = $client;
+        let status = |e: tonic::Status| {
+            Failure::Other(format!("the daemon refused: {:?}: {}", e.code(), e.message()).into())
+        };
+        match &$a.command {
+            ClientCommand::Prove { submission, out } => {
+                let out = out
+                    .as_ref()
+                    .ok_or_else(|| Failure::Usage("prove needs --out FILE for the proof".into()))?;
+                let answer = c
+                    .prove(submission.request()?)
+                    .await
+                    .map_err(status)?
+                    .into_inner();
+                finish(answer, Some(out))
+            }
+            ClientCommand::Submit { submission } => {
+                let s = c
+                    .submit(submission.request()?)
+                    .await
+                    .map_err(status)?
+                    .into_inner();
+                println!(
+                    "{}",
+                    serde_json::json!({"job_id": s.job_id, "queue_position": s.queue_position, "existing": s.existing})
+                );
+                Ok(())
+            }
+            ClientCommand::Await {
+                job_id,
+                timeout_ms,
+                out,
+            } => {
+                let answer = c
+                    .r#await(pb::AwaitRequest {
+                        job_id: job_id.clone(),
+                        timeout_ms: *timeout_ms,
+                    })
+                    .await
+                    .map_err(status)?
+                    .into_inner();
+                finish(answer, out.as_ref())
+            }
+            ClientCommand::Cancel { job_id } => {
+                let r = c
+                    .cancel(pb::CancelRequest {
+                        job_id: job_id.clone(),
+                    })
+                    .await
+                    .map_err(status)?
+                    .into_inner();
+                println!("{}", serde_json::json!({"job_id": job_id, "state": r.state().as_str_name()}));
+                Ok(())
+            }
+            ClientCommand::Status => {
+                let s = c
+                    .get_status(pb::StatusRequest {})
+                    .await
+                    .map_err(status)?
+                    .into_inner();
+                let queues: serde_json::Map<String, serde_json::Value> = s
+                    .queues
+                    .iter()
+                    .map(|q| (q.priority().as_str_name().to_lowercase(), q.pending.into()))
+                    .collect();
+                println!(
+                    "{}",
+                    serde_json::json!({
+                        "uptime_s": s.uptime_s, "backend": s.backend, "workers": s.workers,
+                        "pending": queues, "running": s.running, "completed": s.completed,
+                        "failed": s.failed, "cancelled": s.cancelled, "draining": s.draining,
+                    })
+                );
+                Ok(())
+            }
+        }
+    }};
+}
+
+/// `zkpipe client`: one call to the daemon.
+pub fn client(a: &ClientArgs) -> Result<(), Failure> {
+    let unreachable = |e: Box<dyn std::error::Error + Send + Sync>| {
+        Failure::Other(format!("connecting to the daemon: {e}").into())
+    };
+    runtime()?.block_on(async {
+        match a.tcp {
+            Some(addr) => {
+                let token_file = a
+                    .token_file
+                    .as_ref()
+                    .ok_or_else(|| Failure::Usage("--tcp needs --token-file".into()))?;
+                let token = zkpipe_serve::read_token(token_file)
+                    .map_err(|e| Failure::Usage(e.to_string()))?;
+                let c = zkpipe_serve::connect_tcp(addr, &token)
+                    .await
+                    .map_err(unreachable)?;
+                call!(c, a)
+            }
+            None => {
+                let c = zkpipe_serve::connect_unix(&a.socket)
+                    .await
+                    .map_err(|e| unreachable(Box::new(e)))?;
+                call!(c, a)
+            }
+        }
+    })
+}
