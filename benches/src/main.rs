@@ -17,6 +17,7 @@ use clap::{Parser, Subcommand};
 
 mod check;
 mod load;
+mod memory;
 mod msm;
 mod ntt;
 mod params;
@@ -183,6 +184,11 @@ enum Command {
         /// witness of their shape.
         #[arg(long, conflicts_with_all = ["constraints", "inputs", "aux", "nonzeros"])]
         porep_sector_size: Option<u64>,
+        /// Read the recording from this file when it holds the one the other flags ask for
+        /// (checked: another circuit or shape is an error); otherwise make it and save it
+        /// there, for the next run.
+        #[arg(long)]
+        recording_file: Option<std::path::PathBuf>,
     },
     /// A circuit's witness made in full (bellperson's way) against the recorded path (the
     /// witness alone, then a, b and c evaluated from a recording), on the host's cores.
@@ -206,18 +212,37 @@ enum Command {
 }
 
 /// `r1cs`: the shape from the flags, on device 0.
-fn porep_r1cs_bench(sector_size: u64, runs: usize, cpu: bool) -> BenchResult<Report> {
+fn porep_r1cs_bench(
+    sector_size: u64,
+    runs: usize,
+    cpu: bool,
+    file: Option<&std::path::Path>,
+) -> BenchResult<Report> {
     let ctx = zkpipe_cuda::Context::new(0)?;
-    r1cs::run(&ctx, r1cs::Source::PoRep { sector_size }, runs, cpu)
+    r1cs::run(&ctx, r1cs::Source::PoRep { sector_size }, runs, cpu, file)
 }
 
-fn r1cs_bench(
+/// The synthetic recording's shape and the runs, from `r1cs`'s flags.
+struct SyntheticR1cs<'a> {
     constraints: usize,
     inputs: usize,
     aux: usize,
-    nonzeros: &[usize],
+    nonzeros: &'a [usize],
     runs: usize,
     cpu: bool,
+    file: Option<&'a std::path::Path>,
+}
+
+fn r1cs_bench(
+    SyntheticR1cs {
+        constraints,
+        inputs,
+        aux,
+        nonzeros,
+        runs,
+        cpu,
+        file,
+    }: SyntheticR1cs<'_>,
 ) -> BenchResult<Report> {
     let [a, b, c] = nonzeros else {
         return Err(format!(
@@ -235,7 +260,7 @@ fn r1cs_bench(
         },
         nonzeros: [*a, *b, *c],
     };
-    r1cs::run(&ctx, r1cs::Source::Synthetic(synthetic), runs, cpu)
+    r1cs::run(&ctx, r1cs::Source::Synthetic(synthetic), runs, cpu, file)
 }
 
 /// `--g2-split PARTSxPER_THREAD`.
@@ -276,9 +301,18 @@ fn main() -> ExitCode {
             runs,
             cpu,
             porep_sector_size,
+            recording_file,
         } => match porep_sector_size {
-            Some(size) => porep_r1cs_bench(size, runs, cpu),
-            None => r1cs_bench(constraints, inputs, aux, &nonzeros, runs, cpu),
+            Some(size) => porep_r1cs_bench(size, runs, cpu, recording_file.as_deref()),
+            None => r1cs_bench(SyntheticR1cs {
+                constraints,
+                inputs,
+                aux,
+                nonzeros: &nonzeros,
+                runs,
+                cpu,
+                file: recording_file.as_deref(),
+            }),
         },
         Command::Params {
             k,

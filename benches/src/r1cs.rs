@@ -6,6 +6,8 @@
 //! circuit's rows reach variables allocated near them, so this is the access pattern's worst
 //! case.
 
+use std::path::Path;
+
 use blstrs::Scalar;
 use ff::Field;
 use rand::{Rng, SeedableRng};
@@ -132,7 +134,7 @@ pub enum Source {
 
 impl Source {
     /// The recording, and what it is in words.
-    fn recording(self) -> BenchResult<(Recording, String)> {
+    fn make(self) -> BenchResult<(Recording, String)> {
         match self {
             Source::Synthetic(s) => Ok((recording(s)?, "synthetic recording".into())),
             Source::PoRep { sector_size } => {
@@ -145,6 +147,54 @@ impl Source {
             }
         }
     }
+
+    /// Checks that `rec`, read from a file, is the one [`Source::make`] would make.
+    fn check(self, rec: &Recording) -> BenchResult<()> {
+        match self {
+            Source::Synthetic(s) => {
+                rec.check_id(&CircuitId("synthetic".into()))?;
+                let nonzeros = rec.matrices().map(|m| m.nonzeros());
+                if rec.shape() != s.shape || nonzeros != s.nonzeros {
+                    return Err(format!(
+                        "the saved synthetic recording is of shape {:?} with nonzeros {nonzeros:?}, not the {:?} with {:?} asked for",
+                        rec.shape(),
+                        s.shape,
+                        s.nonzeros
+                    )
+                    .into());
+                }
+            }
+            Source::PoRep { sector_size } => {
+                rec.check_id(&zkpipe_filecoin::porep_blank_id(sector_size)?)?
+            }
+        }
+        Ok(())
+    }
+
+    /// The recording, from `file` when it holds this source's (checked), else made (and
+    /// saved to `file` when one is named); with what it is and how it was had, in words.
+    fn recording(self, file: Option<&Path>) -> BenchResult<(Recording, String, String)> {
+        let t = std::time::Instant::now();
+        if let Some(path) = file.filter(|p| p.exists()) {
+            let rec = zkpipe_r1cs::file::read(path)?;
+            self.check(&rec)?;
+            let name = format!("recording {} from {}", rec.id(), path.display());
+            let how = format!("read in {:.1} s", t.elapsed().as_secs_f64());
+            return Ok((rec, name, how));
+        }
+        let (rec, name) = self.make()?;
+        let mut how = format!("made in {:.1} s", t.elapsed().as_secs_f64());
+        if let Some(path) = file {
+            let t = std::time::Instant::now();
+            zkpipe_r1cs::file::save(&rec, path)?;
+            how += &format!(
+                ", saved to {} in {:.1} s",
+                path.display(),
+                t.elapsed().as_secs_f64()
+            );
+        }
+        Ok((rec, name, how))
+    }
 }
 
 /// Times the device evaluation `runs` times after a warm-up (CUDA events, per matrix and in
@@ -154,10 +204,9 @@ pub fn run(
     source: Source,
     runs: usize,
     cpu: bool,
+    file: Option<&Path>,
 ) -> BenchResult<Report> {
-    let t = std::time::Instant::now();
-    let (rec, name) = source.recording()?;
-    let made_s = t.elapsed().as_secs_f64();
+    let (rec, name, how) = source.recording(file)?;
     let shape = rec.shape();
     let mut r = ChaCha8Rng::seed_from_u64(9);
     let inputs: Vec<Scalar> = (0..shape.inputs).map(|_| Scalar::random(&mut r)).collect();
@@ -247,7 +296,7 @@ pub fn run(
     let profiles = rec.matrices().map(RowProfile::of);
     let [pa, pb, pc] = &profiles;
     let table = format!(
-        "\nRecorded evaluation, {name}: {n} constraints, {} inputs, {} aux, nonzeros A {na} B {nb} C {nc}, rows of more than {LONG_ROW} entries A {} B {} C {} (made in {made_s:.1} s, uploaded in {upload_s:.1} s); device median of {runs} after a warm-up, equal to the host's:\n| recording GiB | A ms | B ms | C ms | device ms | matrix GB/s | host ms ({} threads) |\n| --- | --- | --- | --- | --- | --- | --- |\n| {gib:.2} | {a_ms:.1} | {b_ms:.1} | {c_ms:.1} | {device_ms:.1} | {gbps:.0} | {cpu_text} |\n",
+        "\nRecorded evaluation, {name}: {n} constraints, {} inputs, {} aux, nonzeros A {na} B {nb} C {nc}, rows of more than {LONG_ROW} entries A {} B {} C {} ({how}, uploaded in {upload_s:.1} s); device median of {runs} after a warm-up, equal to the host's:\n| recording GiB | A ms | B ms | C ms | device ms | matrix GB/s | host ms ({} threads) |\n| --- | --- | --- | --- | --- | --- | --- |\n| {gib:.2} | {a_ms:.1} | {b_ms:.1} | {c_ms:.1} | {device_ms:.1} | {gbps:.0} | {cpu_text} |\n",
         shape.inputs,
         shape.aux,
         pa.text(na),
@@ -261,7 +310,7 @@ pub fn run(
             "recording": name, "constraints": n, "inputs": shape.inputs, "aux": shape.aux,
             "nonzeros": [na, nb, nc], "table": rec.table().len(),
             "recording_bytes": bytes, "a_ms": a_ms, "b_ms": b_ms, "c_ms": c_ms,
-            "device_ms": device_ms, "host_ms": cpu_ms, "made_s": made_s, "upload_s": upload_s,
+            "device_ms": device_ms, "host_ms": cpu_ms, "recording_source": how, "upload_s": upload_s,
             "row_profiles": profiles,
         }),
     })

@@ -105,6 +105,8 @@ fn compare<C: Circuit<Scalar> + Clone + Send>(
     let mut recorded = Vec::new();
     let mut evaluation = Vec::new();
     let mut parted = Vec::new();
+    // The most resident memory making a witness by challenge added (its aux values included).
+    let mut parted_peak = 0u64;
     for i in 0..=runs {
         let (f_ms, want) = seconds(|| synthesize(circuit.clone()));
         let want = want?;
@@ -143,9 +145,11 @@ fn compare<C: Circuit<Scalar> + Clone + Send>(
         let p_ms = match parts.is_empty() {
             true => None,
             false => {
-                let (p_ms, by_parts) =
-                    seconds(|| synthesize_recorded_parts(parts.clone(), &rec, Default::default()));
+                let (added, (p_ms, by_parts)) = crate::memory::peak_added(|| {
+                    seconds(|| synthesize_recorded_parts(parts.clone(), &rec, Default::default()))
+                })?;
                 let by_parts = by_parts?;
+                parted_peak = parted_peak.max(added);
                 if by_parts.aux.as_fr() != got.aux.as_fr() || by_parts.input != got.input {
                     return Err(format!(
                         "{name}: the witness made a challenge at a time differs from the whole's"
@@ -166,10 +170,20 @@ fn compare<C: Circuit<Scalar> + Clone + Send>(
     let parted_ms = (!parted.is_empty()).then(|| median(parted));
     let recorded_ms = parted_ms.unwrap_or(witness_ms) + eval_ms;
     let parted_text = parted_ms.map_or("-".to_string(), |ms| format!("{ms:.0}"));
+    let gib = |bytes: u64| bytes as f64 / (1u64 << 30) as f64;
+    let peak_text = match parted_ms {
+        Some(_) => format!(
+            "; a witness made by challenge raised resident memory by at most {:.2} GiB (its {} aux values {:.2} GiB included), the recording besides",
+            gib(parted_peak),
+            rec.shape().aux,
+            gib(32 * rec.shape().aux as u64),
+        ),
+        None => String::new(),
+    };
     let shape = rec.shape();
     let nnz: usize = rec.matrices().iter().map(|m| m.nonzeros()).sum();
     let table = format!(
-        "\nSynthesis of {name}: {} constraints, {} aux, {nnz} nonzeros, {} distinct coefficients; recorded once in {record_ms:.0} ms ({:.1} MiB); median of {runs} on {} threads, witnesses equal (the recorded path: the witness alone, then a, b, c evaluated on the host; the engine evaluates them on the device instead):\n| full ms | witness alone ms | witness by parts, all cores ms | host evaluation ms | full / (fastest witness + evaluation) | full / fastest witness |\n| --- | --- | --- | --- | --- | --- |\n| {full_ms:.0} | {witness_ms:.0} | {parted_text} | {eval_ms:.0} | {:.2}x | {:.2}x |\n",
+        "\nSynthesis of {name}: {} constraints, {} aux, {nnz} nonzeros, {} distinct coefficients; recorded once in {record_ms:.0} ms ({:.1} MiB); median of {runs} on {} threads, witnesses equal (the recorded path: the witness alone, then a, b, c evaluated on the host; the engine evaluates them on the device instead){peak_text}:\n| full ms | witness alone ms | witness by parts, all cores ms | host evaluation ms | full / (fastest witness + evaluation) | full / fastest witness |\n| --- | --- | --- | --- | --- | --- |\n| {full_ms:.0} | {witness_ms:.0} | {parted_text} | {eval_ms:.0} | {:.2}x | {:.2}x |\n",
         shape.constraints,
         shape.aux,
         rec.table().len(),
@@ -184,6 +198,7 @@ fn compare<C: Circuit<Scalar> + Clone + Send>(
             "circuit": name, "constraints": shape.constraints, "aux": shape.aux, "nonzeros": nnz,
             "record_ms": record_ms, "full_ms": full_ms, "witness_ms": witness_ms, "recorded_ms": recorded_ms,
             "evaluation_ms": eval_ms, "recording_bytes": rec.bytes(), "witness_by_parts_ms": parted_ms,
+            "witness_by_parts_peak_added_bytes": parted_ms.map(|_| parted_peak),
         }),
     })
 }

@@ -610,9 +610,29 @@ pub fn record_porep_blank(sector_size: u64) -> Result<Recording, FilecoinError> 
     with_shape!(sector_size, porep_blank, sector_size)
 }
 
-fn porep_blank<Tree: 'static + MerkleTreeTrait>(
+/// The id [`record_porep_blank`] gives its recording for `sector_size`-byte sectors: a
+/// recording saved earlier is taken for that size's circuit only when it carries this id.
+pub fn porep_blank_id(sector_size: u64) -> Result<CircuitId, FilecoinError> {
+    with_shape!(sector_size, porep_blank_id_of, sector_size)
+}
+
+fn porep_blank_id_of<Tree: 'static + MerkleTreeTrait>(
     sector_size: u64,
-) -> Result<Recording, FilecoinError> {
+) -> Result<CircuitId, FilecoinError> {
+    porep_blank_named::<Tree>(sector_size).map(|blank| blank.id)
+}
+
+/// PoRep C2's blank circuit for one sector shape, with the id its recording carries.
+struct PoRepBlank<Tree: 'static + MerkleTreeTrait> {
+    circuit: StackedCircuit<Tree, DefaultPieceHasher>,
+    id: CircuitId,
+    /// The name the recording's file takes in the parameter cache.
+    file: std::path::PathBuf,
+}
+
+fn porep_blank_named<Tree: 'static + MerkleTreeTrait>(
+    sector_size: u64,
+) -> Result<PoRepBlank<Tree>, FilecoinError> {
     let config: PoRepConfig = crate::gen::Registered::for_size(sector_size)?
         .seal
         .as_v1_config();
@@ -626,9 +646,19 @@ fn porep_blank<Tree: 'static + MerkleTreeTrait>(
     );
     let circuit =
         <Compound<Tree> as CompoundProof<StackedDrg<'_, Tree, DefaultPieceHasher>, _>>::blank_circuit(vp);
-    let id = CircuitId(format!("{stem}@{}", crate::CIRCUIT_SOURCE));
-    zkpipe_bellperson::record(circuit, id).map_err(|source| FilecoinError::Recording {
-        path: std::path::PathBuf::from(format!("{stem}.zkpipe-r1cs")),
+    Ok(PoRepBlank {
+        circuit,
+        id: CircuitId(format!("{stem}@{}", crate::CIRCUIT_SOURCE)),
+        file: std::path::PathBuf::from(format!("{stem}.zkpipe-r1cs")),
+    })
+}
+
+fn porep_blank<Tree: 'static + MerkleTreeTrait>(
+    sector_size: u64,
+) -> Result<Recording, FilecoinError> {
+    let blank = porep_blank_named::<Tree>(sector_size)?;
+    zkpipe_bellperson::record(blank.circuit, blank.id).map_err(|source| FilecoinError::Recording {
+        path: blank.file,
         source: Box::new(source),
     })
 }

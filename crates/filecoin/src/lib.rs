@@ -45,7 +45,7 @@ pub mod verify;
 
 use std::path::PathBuf;
 
-pub use kinds::record_porep_blank;
+pub use kinds::{porep_blank_id, record_porep_blank};
 pub use params::{LoadedKey, ParamsCache, Trust, CIRCUIT_SOURCE};
 pub use prover::{
     witness_bytes, PartitionReport, ProofOutput, ProveOptions, Prover, ReferenceOutput, Retry,
