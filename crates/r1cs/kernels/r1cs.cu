@@ -29,12 +29,43 @@ struct ZSplit {
   }
 };
 
+// Rows with more entries than this are summed by their whole warp; shorter ones by the thread
+// that owns the row.
+#define R1CS_LONG_ROW 16u
+#define R1CS_FULL_WARP 0xffffffffu
+
+// acc + table[coefficients[k]] · z[columns[k]]. Coefficient indices 0 and 1 are 1 and -1 (the
+// table's first two entries): added or subtracted without a product.
+template <class Z>
+DEVICE __forceinline__ FR r1cs_term(FR acc, uint k, const uint* __restrict__ columns,
+                                    const uint* __restrict__ coefficients,
+                                    const FR* __restrict__ table, const Z& z) {
+  const FR v = z.at(columns[k]);
+  const uint c = coefficients[k];
+  if (c == 0u) return zk_fr_add(acc, v);
+  if (c == 1u) return zk_fr_sub(acc, v);
+  return zk_fr_add(acc, zk_fr_mul(v, table[c]));
+}
+
+// The sum of x over the warp's 32 lanes, in every lane (a butterfly of shuffles).
+DEVICE __forceinline__ FR r1cs_warp_sum(FR x) {
+  for (uint offset = 16u; offset > 0u; offset >>= 1) {
+    FR other;
+#pragma unroll
+    for (int j = 0; j < 8; j++) other.val[j] = __shfl_xor_sync(R1CS_FULL_WARP, x.val[j], offset);
+    x = zk_fr_add(x, other);
+  }
+  return x;
+}
+
 // One thread a row of a recorded matrix, for `rows` rows from `first_row` on:
 // out[first_row + i] = sum over row i's entries k of table[coefficients[k]] · z[columns[k]].
 // `starts` holds the rows' rows + 1 offsets into the whole matrix's entries, of which
 // `columns` and `coefficients` hold those from `entry_base` on (the whole matrix when it is
-// resident, one chunk of rows when it is streamed). Coefficient indices 0 and 1 are 1 and -1
-// (the table's first two entries): added or subtracted without a product.
+// resident, one chunk of rows when it is streamed). A row longer than R1CS_LONG_ROW is summed
+// by the 32 lanes of its warp together, one such row after another, so that a few long rows
+// do not hold their warps for their whole length. Every lane of a warp reaches the shuffles
+// (none returns early): the block's size is a multiple of 32.
 template <class Z>
 DEVICE __forceinline__ void r1cs_row(const uint* __restrict__ starts, uint entry_base,
                                      const uint* __restrict__ columns,
@@ -42,21 +73,28 @@ DEVICE __forceinline__ void r1cs_row(const uint* __restrict__ starts, uint entry
                                      const FR* __restrict__ table, const Z& z, uint rows,
                                      uint first_row, FR* __restrict__ out) {
   const uint i = GET_GLOBAL_ID();
-  if (i >= rows) return;
+  const bool owned = i < rows;
+  const uint begin = owned ? starts[i] - entry_base : 0u;
+  const uint end = owned ? starts[i + 1] - entry_base : 0u;
+  const bool long_row = end - begin > R1CS_LONG_ROW;
   FR acc = FR_(ZERO);
-  const uint end = starts[i + 1] - entry_base;
-  for (uint k = starts[i] - entry_base; k < end; k++) {
-    const FR v = z.at(columns[k]);
-    const uint c = coefficients[k];
-    if (c == 0u) {
-      acc = zk_fr_add(acc, v);
-    } else if (c == 1u) {
-      acc = zk_fr_sub(acc, v);
-    } else {
-      acc = zk_fr_add(acc, zk_fr_mul(v, table[c]));
-    }
+  if (!long_row) {
+    for (uint k = begin; k < end; k++) acc = r1cs_term(acc, k, columns, coefficients, table, z);
   }
-  out[first_row + i] = acc;
+  const uint lane = threadIdx.x & 31u;
+  for (uint pending = __ballot_sync(R1CS_FULL_WARP, long_row); pending != 0u;
+       pending &= pending - 1u) {
+    const uint owner = __ffs(pending) - 1u;
+    const uint row_begin = __shfl_sync(R1CS_FULL_WARP, begin, owner);
+    const uint row_end = __shfl_sync(R1CS_FULL_WARP, end, owner);
+    FR part = FR_(ZERO);
+    for (uint k = row_begin + lane; k < row_end; k += 32u) {
+      part = r1cs_term(part, k, columns, coefficients, table, z);
+    }
+    const FR total = r1cs_warp_sum(part);
+    if (lane == owner) acc = total;
+  }
+  if (owned) out[first_row + i] = acc;
 }
 
 KERNEL void r1cs_rows(const uint* __restrict__ starts, uint entry_base,
