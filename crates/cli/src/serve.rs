@@ -117,6 +117,10 @@ struct Submission {
     /// low, normal, high or critical (default: the kind's own).
     #[arg(long, value_enum, global = true)]
     priority: Option<PriorityArg>,
+    /// Milliseconds within which the job must start; one still queued then ends EXPIRED
+    /// without running (default: no deadline).
+    #[arg(long, global = true)]
+    deadline_ms: Option<u64>,
     #[command(subcommand)]
     proof: ProofArg,
 }
@@ -224,6 +228,7 @@ impl Submission {
         let mut req = pb::SubmitRequest {
             request_id: self.request_id.clone().unwrap_or_default(),
             priority: priority.into(),
+            deadline_ms: self.deadline_ms.unwrap_or(0),
             proof: Some(proof),
         };
         if req.request_id.is_empty() {

@@ -54,7 +54,10 @@ pub const IMAGE: KernelImage = KernelImage {
 /// Threads a block of the row kernel: whole warps, as the kernel's warp-wide sums of long rows
 /// need every lane of a warp present.
 const BLOCK: u32 = 256;
-const _: () = assert!(BLOCK.is_multiple_of(32), "the row kernel's blocks are whole warps");
+const _: () = assert!(
+    BLOCK.is_multiple_of(32),
+    "the row kernel's blocks are whole warps"
+);
 
 /// Rows of one recorded matrix on the device: the whole matrix (resident), or a chunk of
 /// consecutive rows (streamed).

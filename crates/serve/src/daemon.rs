@@ -52,6 +52,8 @@ pub enum Phase {
     Completed(Arc<Vec<u8>>),
     Failed(String),
     Cancelled(String),
+    /// Not started by its deadline, so never run.
+    Expired(String),
 }
 
 impl Phase {
@@ -122,6 +124,7 @@ pub struct Counts {
     pub completed: u64,
     pub failed: u64,
     pub cancelled: u64,
+    pub expired: u64,
 }
 
 /// What the daemon is doing.
@@ -144,6 +147,8 @@ struct Job {
     digest: blake3::Hash,
     priority: Priority,
     submitted: Instant,
+    /// When it must have started by, if ever.
+    deadline: Option<Instant>,
     started: Option<Instant>,
     ended: Option<Instant>,
     phase: watch::Sender<Phase>,
@@ -191,6 +196,42 @@ impl State {
             .find_map(|p| self.queues[p.index()].pop_front())
     }
 
+    /// Ends every queued job whose deadline has passed (EXPIRED, never run); gives the
+    /// nearest deadline of those left.
+    fn expire(&mut self, now: Instant) -> Option<Instant> {
+        let mut nearest: Option<Instant> = None;
+        let jobs = &mut self.jobs;
+        let mut expired = 0;
+        for queue in &mut self.queues {
+            queue.retain(|id| {
+                let Some(job) = jobs.get_mut(id) else {
+                    return false;
+                };
+                match job.deadline {
+                    Some(d) if d <= now => {
+                        let late = now.saturating_duration_since(job.submitted);
+                        end(
+                            job,
+                            Phase::Expired(format!(
+                                "not started within its deadline ({} ms after submission)",
+                                late.as_millis()
+                            )),
+                        );
+                        expired += 1;
+                        false
+                    }
+                    Some(d) => {
+                        nearest = Some(nearest.map_or(d, |n| n.min(d)));
+                        true
+                    }
+                    None => true,
+                }
+            });
+        }
+        self.counts.expired += expired;
+        nearest
+    }
+
     /// Forgets jobs that ended more than `keep` ago.
     fn sweep(&mut self, keep: Duration) {
         let now = Instant::now();
@@ -210,7 +251,10 @@ impl State {
 
 struct Shared {
     state: Mutex<State>,
+    /// Wakes the workers: a job was queued, or the daemon drains.
     work: Condvar,
+    /// Wakes the deadline thread: a job with a deadline was queued, or the daemon drains.
+    deadlines: Condvar,
     prover: Prover,
     engine: Engine,
     limits: Limits,
@@ -250,6 +294,7 @@ impl Daemon {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             work: Condvar::new(),
+            deadlines: Condvar::new(),
             prover,
             engine,
             limits,
@@ -270,14 +315,24 @@ impl Daemon {
                     None
                 }
             })
-            .collect();
+            .collect::<Vec<_>>();
+        let mut threads = workers;
+        let reaper = Arc::clone(&shared);
+        match std::thread::Builder::new()
+            .name("zkpipe-serve-deadlines".into())
+            .spawn(move || reap(&reaper))
+        {
+            Ok(handle) => threads.push(handle),
+            Err(e) => tracing::error!(error = %e, "the deadline thread could not be started"),
+        }
         Arc::new(Self {
             shared,
-            workers: Mutex::new(workers),
+            workers: Mutex::new(threads),
         })
     }
 
-    /// Queues `request` under `request_id` at `priority`. `digest` is the request's content
+    /// Queues `request` under `request_id` at `priority`; a job not started within
+    /// `deadline` of now ends EXPIRED without running. `digest` is the request's content
     /// digest: the same request id with the same digest is the earlier job.
     pub fn submit(
         &self,
@@ -285,6 +340,7 @@ impl Daemon {
         digest: blake3::Hash,
         request: Request,
         priority: Priority,
+        deadline: Option<Duration>,
     ) -> Result<Submitted, DaemonError> {
         let mut st = self.shared.lock();
         st.sweep(self.shared.limits.keep_finished);
@@ -315,6 +371,7 @@ impl Daemon {
         let id = format!("{:08x}-{}", self.shared.run_tag, st.next);
         let partitions = partitions(&request);
         let (phase, _) = watch::channel(Phase::Pending);
+        let submitted = Instant::now();
         st.jobs.insert(
             id.clone(),
             Job {
@@ -323,7 +380,8 @@ impl Daemon {
                 request: Some(Arc::new(request)),
                 digest,
                 priority,
-                submitted: Instant::now(),
+                submitted,
+                deadline: deadline.map(|d| submitted + d),
                 started: None,
                 ended: None,
                 phase,
@@ -333,6 +391,9 @@ impl Daemon {
         st.queues[priority.index()].push_back(id.clone());
         drop(st);
         self.shared.work.notify_one();
+        if deadline.is_some() {
+            self.shared.deadlines.notify_one();
+        }
         Ok(Submitted {
             id,
             ahead,
@@ -407,6 +468,7 @@ impl Daemon {
             }
         }
         self.shared.work.notify_all();
+        self.shared.deadlines.notify_all();
         let workers = std::mem::take(&mut *self.workers.lock().unwrap_or_else(|p| p.into_inner()));
         for w in workers {
             if w.join().is_err() {
@@ -431,6 +493,27 @@ fn partitions(request: &Request) -> usize {
     }
 }
 
+/// The deadline thread: ends queued jobs whose deadline passes while every worker is busy, so
+/// that their callers hear at once; returns once the daemon drains.
+fn reap(shared: &Shared) {
+    let mut st = shared.lock();
+    loop {
+        if st.draining {
+            return;
+        }
+        let now = Instant::now();
+        let wait = match st.expire(now) {
+            Some(next) => next.saturating_duration_since(now),
+            None => Duration::from_secs(3600),
+        };
+        st = shared
+            .deadlines
+            .wait_timeout(st, wait)
+            .map(|(guard, _)| guard)
+            .unwrap_or_else(|p| p.into_inner().0);
+    }
+}
+
 /// Ends `job` in `phase`.
 fn end(job: &mut Job, phase: Phase) {
     job.ended = Some(Instant::now());
@@ -445,6 +528,7 @@ fn work(shared: &Shared) {
         let (id, request) = {
             let mut st = shared.lock();
             let next = loop {
+                st.expire(Instant::now());
                 if let Some(id) = st.pop() {
                     break id;
                 }

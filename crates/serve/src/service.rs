@@ -137,9 +137,10 @@ impl ProverService {
         );
         let request = parse(req.proof)?;
         let priority = priority(req.priority, &request)?;
+        let deadline = (req.deadline_ms > 0).then(|| Duration::from_millis(req.deadline_ms));
         let s = self
             .daemon
-            .submit(&req.request_id, digest, request, priority)?;
+            .submit(&req.request_id, digest, request, priority, deadline)?;
         Ok(pb::SubmitResponse {
             job_id: s.id,
             queue_position: u32::try_from(s.ahead).unwrap_or(u32::MAX),
@@ -174,6 +175,7 @@ fn answer(v: &JobView) -> pb::AwaitResponse {
         Phase::Completed(bytes) => (pb::JobState::Completed, bytes.to_vec(), String::new()),
         Phase::Failed(e) => (pb::JobState::Failed, Vec::new(), e.clone()),
         Phase::Cancelled(why) => (pb::JobState::Cancelled, Vec::new(), why.clone()),
+        Phase::Expired(why) => (pb::JobState::Expired, Vec::new(), why.clone()),
     };
     pb::AwaitResponse {
         job_id: v.id.clone(),
@@ -194,6 +196,7 @@ fn state_of(phase: &Phase) -> pb::JobState {
         Phase::Completed(_) => pb::JobState::Completed,
         Phase::Failed(_) => pb::JobState::Failed,
         Phase::Cancelled(_) => pb::JobState::Cancelled,
+        Phase::Expired(_) => pb::JobState::Expired,
     }
 }
 
@@ -258,6 +261,7 @@ impl pb::prover_server::Prover for ProverService {
             failed: s.counts.failed,
             cancelled: s.counts.cancelled,
             draining: s.draining,
+            expired: s.counts.expired,
         }))
     }
 }

@@ -55,6 +55,7 @@ fn submit(request_id: &str, proof: Proof) -> pb::SubmitRequest {
     pb::SubmitRequest {
         request_id: request_id.into(),
         priority: 0,
+        deadline_ms: 0,
         proof: Some(proof),
     }
 }
@@ -157,6 +158,7 @@ fn proofs_over_the_socket_and_tcp_are_accepted_and_bad_requests_refused() {
             c.submit(pb::SubmitRequest {
                 request_id: "none".into(),
                 priority: 0,
+                deadline_ms: 0,
                 proof: None,
             })
             .await,
@@ -272,7 +274,7 @@ fn proofs_over_the_socket_and_tcp_are_accepted_and_bad_requests_refused() {
 }
 
 #[test]
-fn queued_jobs_are_cancelled_and_a_draining_daemon_takes_none() {
+fn queued_jobs_are_cancelled_or_expire_and_a_draining_daemon_takes_none() {
     params_dir();
     let dir = scratch("cancel");
     let sealed = gen::seal_sector(&dir.join("sector"), KIB2, SectorData::Random).expect("seals");
@@ -282,13 +284,31 @@ fn queued_jobs_are_cancelled_and_a_draining_daemon_takes_none() {
     let digest = |i: u8| blake3::hash(&[i]);
     // One worker: the first job runs, the others wait.
     let first = d
-        .submit("a", digest(1), request.clone(), zkpipe_serve::Priority::Low)
+        .submit(
+            "a",
+            digest(1),
+            request.clone(),
+            zkpipe_serve::Priority::Low,
+            None,
+        )
         .unwrap();
     let second = d
-        .submit("b", digest(2), request.clone(), zkpipe_serve::Priority::Low)
+        .submit(
+            "b",
+            digest(2),
+            request.clone(),
+            zkpipe_serve::Priority::Low,
+            None,
+        )
         .unwrap();
     let third = d
-        .submit("c", digest(3), request.clone(), zkpipe_serve::Priority::Low)
+        .submit(
+            "c",
+            digest(3),
+            request.clone(),
+            zkpipe_serve::Priority::Low,
+            None,
+        )
         .unwrap();
     use zkpipe_serve::daemon::Phase;
     while d.view(&first.id).unwrap().phase == Phase::Pending {
@@ -296,6 +316,37 @@ fn queued_jobs_are_cancelled_and_a_draining_daemon_takes_none() {
     }
     let phase = d.cancel(&second.id).unwrap();
     assert!(matches!(phase, Phase::Cancelled(_)), "{phase:?}");
+    // A job that must start within a millisecond, behind the running one: it expires while
+    // the only worker is busy, and its waiter hears at once, without running it.
+    let late = d
+        .submit(
+            "e",
+            digest(5),
+            request.clone(),
+            zkpipe_serve::Priority::Critical,
+            Some(Duration::from_millis(1)),
+        )
+        .unwrap();
+    let mut rx = d.watch(&late.id).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(10), rx.wait_for(Phase::is_final))
+            .await
+            .expect("the deadline ends the job")
+            .expect("the job is there");
+    });
+    match d.view(&late.id).unwrap() {
+        v @ zkpipe_serve::daemon::JobView {
+            phase: Phase::Expired(_),
+            ..
+        } => assert_eq!(v.run, Duration::ZERO, "an expired job never runs"),
+        other => panic!("the late job expired: {other:?}"),
+    }
+    assert_eq!(
+        d.view(&first.id).unwrap().phase,
+        Phase::Running,
+        "the running job is not stopped by another's deadline"
+    );
     // Draining: no new job; the queued one is answered; the running one finishes.
     let drained = std::thread::spawn({
         let d = Arc::clone(&d);
@@ -303,7 +354,13 @@ fn queued_jobs_are_cancelled_and_a_draining_daemon_takes_none() {
     });
     drained.join().unwrap();
     let err = d
-        .submit("d", digest(4), request, zkpipe_serve::Priority::Critical)
+        .submit(
+            "d",
+            digest(4),
+            request,
+            zkpipe_serve::Priority::Critical,
+            None,
+        )
         .unwrap_err();
     assert_eq!(err, zkpipe_serve::daemon::DaemonError::ShuttingDown);
     let ended = |id: &str| d.view(id).unwrap().phase;
@@ -321,4 +378,5 @@ fn queued_jobs_are_cancelled_and_a_draining_daemon_takes_none() {
     assert!(status.draining);
     assert_eq!(status.running, 0);
     assert_eq!(status.counts.completed + status.counts.cancelled, 3);
+    assert_eq!(status.counts.expired, 1);
 }
