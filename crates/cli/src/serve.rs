@@ -192,6 +192,8 @@ enum ClientCommand {
     Cancel { job_id: String },
     /// The daemon's status, as JSON.
     Status,
+    /// The daemon's and the engine's figures, in the Prometheus text format.
+    Metrics,
 }
 
 fn read(path: &PathBuf) -> Result<Vec<u8>, Failure> {
@@ -329,19 +331,50 @@ macro_rules! call {
                     .await
                     .map_err(status)?
                     .into_inner();
+                let name = |p: pb::Priority| p.as_str_name().to_lowercase();
                 let queues: serde_json::Map<String, serde_json::Value> = s
                     .queues
                     .iter()
-                    .map(|q| (q.priority().as_str_name().to_lowercase(), q.pending.into()))
+                    .filter(|q| q.kind.is_empty())
+                    .map(|q| (name(q.priority()), q.pending.into()))
+                    .collect();
+                let by_kind: Vec<serde_json::Value> = s
+                    .queues
+                    .iter()
+                    .filter(|q| !q.kind.is_empty())
+                    .map(|q| serde_json::json!({"priority": name(q.priority()), "kind": q.kind, "pending": q.pending}))
+                    .collect();
+                let jobs: Vec<serde_json::Value> = s
+                    .jobs
+                    .iter()
+                    .map(|j| serde_json::json!({
+                        "job_id": j.job_id, "kind": j.kind, "priority": name(j.priority()),
+                        "state": j.state().as_str_name(), "age_ms": j.age_ms,
+                    }))
                     .collect();
                 println!(
                     "{}",
                     serde_json::json!({
                         "uptime_s": s.uptime_s, "backend": s.backend, "workers": s.workers,
-                        "pending": queues, "running": s.running, "completed": s.completed,
-                        "failed": s.failed, "cancelled": s.cancelled, "draining": s.draining,
+                        "pending": queues, "pending_by_kind": by_kind, "running": s.running,
+                        "completed": s.completed, "failed": s.failed, "cancelled": s.cancelled,
+                        "expired": s.expired, "draining": s.draining, "jobs": jobs,
+                        "vram_budget_in_use": s.vram_budget_in_use, "vram_kept": s.vram_kept,
+                        "vram_high_water": s.vram_high_water, "pinned_in_use": s.pinned_in_use,
+                        "pinned_high_water": s.pinned_high_water,
+                        "key_pinned_bytes": s.key_pinned_bytes,
+                        "quarantined_devices": s.quarantined_devices,
                     })
                 );
+                Ok(())
+            }
+            ClientCommand::Metrics => {
+                let m = c
+                    .get_metrics(pb::MetricsRequest {})
+                    .await
+                    .map_err(status)?
+                    .into_inner();
+                print!("{}", m.text);
                 Ok(())
             }
         }

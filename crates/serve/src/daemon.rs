@@ -12,7 +12,8 @@ use zkpipe_filecoin::{Prover, Request};
 use zkpipe_pipeline::Engine;
 
 /// A job's priority: the queue it waits in. Higher levels are taken first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Priority {
     Low,
     Normal,
@@ -42,6 +43,16 @@ impl Priority {
     fn index(self) -> usize {
         self as usize
     }
+
+    /// Its name in metrics and status.
+    pub fn name(self) -> &'static str {
+        match self {
+            Priority::Low => "low",
+            Priority::Normal => "normal",
+            Priority::High => "high",
+            Priority::Critical => "critical",
+        }
+    }
 }
 
 /// Where a job is.
@@ -57,6 +68,18 @@ pub enum Phase {
 }
 
 impl Phase {
+    /// Its name in metrics and status.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Phase::Pending => "pending",
+            Phase::Running => "running",
+            Phase::Completed(_) => "completed",
+            Phase::Failed(_) => "failed",
+            Phase::Cancelled(_) => "cancelled",
+            Phase::Expired(_) => "expired",
+        }
+    }
+
     /// True once the job has ended.
     pub fn is_final(&self) -> bool {
         !matches!(self, Phase::Pending | Phase::Running)
@@ -119,7 +142,7 @@ impl Default for Limits {
 }
 
 /// Totals since the start.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
 pub struct Counts {
     pub completed: u64,
     pub failed: u64,
@@ -127,17 +150,91 @@ pub struct Counts {
     pub expired: u64,
 }
 
-/// What the daemon is doing.
-#[derive(Debug, Clone)]
-pub struct Status {
-    pub uptime: Duration,
+/// Upper bounds (seconds) of the latency histograms' buckets.
+pub const LATENCY_BUCKETS_S: [f64; 12] = [
+    0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0,
+];
+
+/// A histogram of seconds: counts per bucket of [`LATENCY_BUCKETS_S`] (not cumulative; the
+/// last counts those above every bound), their sum and count.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Histogram {
+    pub buckets: [u64; LATENCY_BUCKETS_S.len() + 1],
+    pub sum: f64,
+    pub count: u64,
+}
+
+impl Histogram {
+    fn observe(&mut self, seconds: f64) {
+        let i = LATENCY_BUCKETS_S
+            .iter()
+            .position(|&b| seconds <= b)
+            .unwrap_or(LATENCY_BUCKETS_S.len());
+        self.buckets[i] += 1;
+        self.sum += seconds;
+        self.count += 1;
+    }
+}
+
+/// One kind's jobs since the start: how they ended and how long those proved took.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct KindFigures {
+    pub counts: Counts,
+    /// Submission to proof, of the jobs completed.
+    pub latency_s: Histogram,
+    /// Submission to start, of the jobs that started.
+    pub queue_wait_s: Histogram,
+}
+
+/// Jobs waiting at one priority for one kind.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct QueueCount {
+    pub priority: Priority,
+    pub kind: &'static str,
+    pub jobs: usize,
+}
+
+/// A job not yet ended, as the status lists it (never its content).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct JobSummary {
+    pub id: String,
+    pub kind: &'static str,
+    pub priority: Priority,
+    pub state: &'static str,
+    /// Since its submission.
+    pub age_ms: u64,
+}
+
+/// The engine's memory and devices, as the status reports them.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct EngineFigures {
     pub backend: String,
+    pub vram_budget_in_use: usize,
+    pub vram_kept: usize,
+    pub vram_high_water: usize,
+    pub pinned_in_use: usize,
+    pub pinned_high_water: usize,
+    pub key_pinned_bytes: u64,
+    pub quarantined_devices: usize,
+}
+
+/// What the daemon is doing.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Status {
+    pub uptime_s: f64,
     pub workers: usize,
-    /// Jobs waiting, by priority, highest first.
+    /// Jobs waiting, by priority (every level, highest first).
     pub pending: [(Priority, usize); 4],
+    /// Jobs waiting, by priority and kind (only those with jobs).
+    pub queues: Vec<QueueCount>,
     pub running: usize,
     pub counts: Counts,
     pub draining: bool,
+    /// The jobs not yet ended, oldest first.
+    pub jobs: Vec<JobSummary>,
+    /// Each kind's figures since the start.
+    pub kinds: std::collections::BTreeMap<&'static str, KindFigures>,
+    pub engine: EngineFigures,
 }
 
 struct Job {
@@ -181,10 +278,41 @@ struct State {
     next: u64,
     running: usize,
     counts: Counts,
+    kinds: std::collections::BTreeMap<&'static str, KindFigures>,
     draining: bool,
 }
 
 impl State {
+    /// Counts a job of `kind` that ended in `phase`, in the totals and in its kind's.
+    fn count(&mut self, kind: &'static str, phase: &Phase) {
+        let per_kind = &mut self.kinds.entry(kind).or_default().counts;
+        for counts in [&mut self.counts, per_kind] {
+            match phase {
+                Phase::Completed(_) => counts.completed += 1,
+                Phase::Failed(_) => counts.failed += 1,
+                Phase::Cancelled(_) => counts.cancelled += 1,
+                Phase::Expired(_) => counts.expired += 1,
+                Phase::Pending | Phase::Running => {}
+            }
+        }
+    }
+
+    /// Ends the job `id` in `phase` and counts it.
+    fn end_job(&mut self, id: &str, phase: Phase) {
+        let Some(job) = self.jobs.get_mut(id) else {
+            return;
+        };
+        let kind = job.kind;
+        let figures = self.kinds.entry(kind).or_default();
+        if let Phase::Completed(_) = &phase {
+            figures
+                .latency_s
+                .observe(job.submitted.elapsed().as_secs_f64());
+        }
+        end(job, phase.clone());
+        self.count(kind, &phase);
+    }
+
     fn pending(&self) -> usize {
         self.queues.iter().map(VecDeque::len).sum()
     }
@@ -200,36 +328,74 @@ impl State {
     /// nearest deadline of those left.
     fn expire(&mut self, now: Instant) -> Option<Instant> {
         let mut nearest: Option<Instant> = None;
-        let jobs = &mut self.jobs;
-        let mut expired = 0;
+        let mut expired = Vec::new();
+        let jobs = &self.jobs;
         for queue in &mut self.queues {
-            queue.retain(|id| {
-                let Some(job) = jobs.get_mut(id) else {
-                    return false;
-                };
-                match job.deadline {
-                    Some(d) if d <= now => {
-                        let late = now.saturating_duration_since(job.submitted);
-                        end(
-                            job,
-                            Phase::Expired(format!(
-                                "not started within its deadline ({} ms after submission)",
-                                late.as_millis()
-                            )),
-                        );
-                        expired += 1;
-                        false
-                    }
-                    Some(d) => {
-                        nearest = Some(nearest.map_or(d, |n| n.min(d)));
-                        true
-                    }
-                    None => true,
+            queue.retain(|id| match jobs.get(id).and_then(|j| j.deadline) {
+                Some(d) if d <= now => {
+                    expired.push(id.clone());
+                    false
                 }
+                Some(d) => {
+                    nearest = Some(nearest.map_or(d, |n| n.min(d)));
+                    true
+                }
+                None => jobs.contains_key(id),
             });
         }
-        self.counts.expired += expired;
+        for id in expired {
+            let waited = self
+                .jobs
+                .get(&id)
+                .map(|j| now.saturating_duration_since(j.submitted))
+                .unwrap_or_default();
+            let why = format!(
+                "not started within its deadline ({} ms after submission)",
+                waited.as_millis()
+            );
+            self.end_job(&id, Phase::Expired(why));
+        }
         nearest
+    }
+
+    /// The jobs not yet ended, oldest first, and the queued ones by priority and kind.
+    fn in_flight(&self) -> (Vec<JobSummary>, Vec<QueueCount>) {
+        let mut jobs: Vec<(Instant, JobSummary)> = self
+            .jobs
+            .iter()
+            .filter(|(_, j)| j.ended.is_none())
+            .map(|(id, j)| {
+                let summary = JobSummary {
+                    id: id.clone(),
+                    kind: j.kind,
+                    priority: j.priority,
+                    state: j.phase.borrow().name(),
+                    age_ms: j.submitted.elapsed().as_millis() as u64,
+                };
+                (j.submitted, summary)
+            })
+            .collect();
+        jobs.sort_by_key(|(submitted, _)| *submitted);
+        let mut queues: std::collections::BTreeMap<
+            (std::cmp::Reverse<Priority>, &'static str),
+            usize,
+        > = Default::default();
+        for p in Priority::ALL {
+            for id in &self.queues[p.index()] {
+                if let Some(j) = self.jobs.get(id) {
+                    *queues.entry((std::cmp::Reverse(p), j.kind)).or_default() += 1;
+                }
+            }
+        }
+        let queues = queues
+            .into_iter()
+            .map(|((std::cmp::Reverse(priority), kind), jobs)| QueueCount {
+                priority,
+                kind,
+                jobs,
+            })
+            .collect();
+        (jobs.into_iter().map(|(_, j)| j).collect(), queues)
     }
 
     /// Forgets jobs that ended more than `keep` ago.
@@ -423,32 +589,55 @@ impl Daemon {
     /// the job's phase after the call.
     pub fn cancel(&self, id: &str) -> Result<Phase, DaemonError> {
         let mut st = self.shared.lock();
-        let st = &mut *st;
         let job = st
             .jobs
-            .get_mut(id)
+            .get(id)
             .ok_or_else(|| DaemonError::UnknownJob(id.to_string()))?;
         if *job.phase.borrow() == Phase::Pending {
-            st.queues[job.priority.index()].retain(|q| q != id);
-            end(job, Phase::Cancelled("cancelled by the caller".into()));
-            st.counts.cancelled += 1;
+            let priority = job.priority;
+            st.queues[priority.index()].retain(|q| q != id);
+            st.end_job(id, Phase::Cancelled("cancelled by the caller".into()));
         }
-        let phase = job.phase.borrow().clone();
+        let phase = st
+            .jobs
+            .get(id)
+            .map(|j| j.phase.borrow().clone())
+            .ok_or_else(|| DaemonError::UnknownJob(id.to_string()))?;
         Ok(phase)
     }
 
     /// The daemon now.
     pub fn status(&self) -> Status {
-        let st = self.shared.lock();
-        Status {
-            uptime: self.shared.started.elapsed(),
+        let e = self.shared.engine.stats();
+        let engine = EngineFigures {
             backend: self.shared.engine.backend().to_string(),
+            vram_budget_in_use: e.vram_budget_in_use,
+            vram_kept: e.vram_kept,
+            vram_high_water: e.vram_high_water,
+            pinned_in_use: e.pinned_in_use,
+            pinned_high_water: e.pinned_high_water,
+            key_pinned_bytes: e.key_pinned_bytes,
+            quarantined_devices: e.quarantined_devices,
+        };
+        let st = self.shared.lock();
+        let (jobs, queues) = st.in_flight();
+        Status {
+            uptime_s: self.shared.started.elapsed().as_secs_f64(),
             workers: self.shared.limits.workers.max(1),
             pending: Priority::ALL.map(|p| (p, st.queues[p.index()].len())),
+            queues,
             running: st.running,
             counts: st.counts,
             draining: st.draining,
+            jobs,
+            kinds: st.kinds.clone(),
+            engine,
         }
+    }
+
+    /// The daemon's figures and the engine's in the Prometheus text format.
+    pub fn metrics(&self) -> String {
+        crate::metrics::render(&self.status()) + &self.shared.engine.metrics()
     }
 
     /// Stops taking jobs: new submissions are refused, queued jobs end cancelled ("the daemon
@@ -458,13 +647,10 @@ impl Daemon {
             let mut st = self.shared.lock();
             st.draining = true;
             while let Some(id) = st.pop() {
-                if let Some(job) = st.jobs.get_mut(&id) {
-                    end(
-                        job,
-                        Phase::Cancelled("the daemon shut down before it ran".into()),
-                    );
-                }
-                st.counts.cancelled += 1;
+                st.end_job(
+                    &id,
+                    Phase::Cancelled("the daemon shut down before it ran".into()),
+                );
             }
         }
         self.shared.work.notify_all();
@@ -543,8 +729,15 @@ fn work(shared: &Shared) {
             let Some(request) = job.request.clone() else {
                 continue;
             };
-            job.started = Some(Instant::now());
+            let started = Instant::now();
+            job.started = Some(started);
             job.phase.send_replace(Phase::Running);
+            let (kind, waited) = (job.kind, started.duration_since(job.submitted));
+            st.kinds
+                .entry(kind)
+                .or_default()
+                .queue_wait_s
+                .observe(waited.as_secs_f64());
             st.running += 1;
             (next, request)
         };
@@ -554,22 +747,18 @@ fn work(shared: &Shared) {
         st.running -= 1;
         let phase = match outcome {
             Ok(out) => {
-                st.counts.completed += 1;
                 tracing::info!(job = %id, kind = request.kind(), partitions = out.partitions.len(), "job completed");
                 Phase::Completed(Arc::new(out.bytes))
             }
             Err(e) => {
-                st.counts.failed += 1;
                 tracing::warn!(job = %id, kind = request.kind(), error = %e, "job failed");
                 Phase::Failed(e.to_string())
             }
         };
-        if let Some(job) = st.jobs.get_mut(&id) {
-            if let Phase::Completed(bytes) = &phase {
-                job.partitions = bytes.len() / 192;
-            }
-            end(job, phase);
+        if let (Some(job), Phase::Completed(bytes)) = (st.jobs.get_mut(&id), &phase) {
+            job.partitions = bytes.len() / 192;
         }
+        st.end_job(&id, phase);
     }
 }
 

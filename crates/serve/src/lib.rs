@@ -5,6 +5,8 @@
 //! fixed number of workers on one engine ([`daemon`]).
 
 pub mod daemon;
+mod http;
+mod metrics;
 pub mod server;
 pub mod service;
 

@@ -28,6 +28,11 @@ pub struct ServeConfig {
     /// this file (its first line).
     #[serde(default)]
     pub token_file: Option<PathBuf>,
+    /// An address for HTTP `GET /metrics` (Prometheus text) and `GET /status` (JSON), say
+    /// "127.0.0.1:9100". With a `token_file` every request must carry its bearer token;
+    /// without one the address must be a loopback address.
+    #[serde(default)]
+    pub http: Option<std::net::SocketAddr>,
     /// Jobs proved at once. Default 2.
     #[serde(default = "default_jobs")]
     pub jobs: usize,
@@ -85,6 +90,7 @@ impl Default for ServeConfig {
             socket: default_socket(),
             tcp: None,
             token_file: None,
+            http: None,
             jobs: default_jobs(),
             queue: default_queue(),
             keep_finished_s: default_keep(),
@@ -164,6 +170,13 @@ pub enum ServeError {
     EmptyToken(PathBuf),
     #[error("TCP ({0}) needs a token_file: a daemon on the network takes no call without one")]
     TcpWithoutToken(std::net::SocketAddr),
+    #[error("HTTP on {0}, not a loopback address, needs a token_file")]
+    HttpWithoutToken(std::net::SocketAddr),
+    #[error("listening on {addr}: {source}")]
+    Listen {
+        addr: std::net::SocketAddr,
+        source: std::io::Error,
+    },
     #[error("serving: {0}")]
     Transport(#[from] tonic::transport::Error),
 }
@@ -193,22 +206,28 @@ impl tonic::service::Interceptor for BearerCheck {
         let given = request
             .metadata()
             .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .unwrap_or_default();
-        let same = given.len() == self.expected.len()
-            && given
-                .bytes()
-                .zip(self.expected.bytes())
-                .fold(0u8, |d, (a, b)| d | (a ^ b))
-                == 0;
-        match same {
+            .and_then(|v| v.to_str().ok());
+        match bearer_matches(given, &self.expected) {
             true => Ok(request),
             false => Err(Status::unauthenticated(
                 "a bearer token is required (authorization: Bearer <token>), and this one is not the daemon's",
             )),
         }
     }
+}
+
+/// True when `authorization` (a header's value) is `Bearer <expected>`, compared in constant
+/// time.
+pub(crate) fn bearer_matches(authorization: Option<&str>, expected: &str) -> bool {
+    let given = authorization
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or_default();
+    given.len() == expected.len()
+        && given
+            .bytes()
+            .zip(expected.bytes())
+            .fold(0u8, |d, (a, b)| d | (a ^ b))
+            == 0
 }
 
 /// tonic refuses a message over the limit as OUT_OF_RANGE; the daemon's contract (and gRPC's
@@ -231,12 +250,71 @@ fn size_limit_as_resource_exhausted<B>(
     response
 }
 
-/// Serves `service` on the configured socket (and TCP) until `shutdown` resolves.
+/// What the daemon listens on, checked and bound before anything is served: a missing
+/// token or a taken port stops the start rather than leaving a daemon half up.
+struct Listeners {
+    unix: tokio::net::UnixListener,
+    /// TCP, with the token every call must carry.
+    tcp: Option<(tokio::net::TcpListener, Arc<str>)>,
+    /// HTTP, with the token when the daemon has one.
+    http: Option<(tokio::net::TcpListener, Option<Arc<str>>)>,
+}
+
+async fn bind_tcp(addr: std::net::SocketAddr) -> Result<tokio::net::TcpListener, ServeError> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Listen { addr, source })
+}
+
+impl Listeners {
+    async fn bind(config: &ServeConfig) -> Result<Self, ServeError> {
+        let token = match &config.token_file {
+            Some(file) => Some(Arc::<str>::from(read_token(file)?)),
+            None => None,
+        };
+        let tcp = match config.tcp {
+            None => None,
+            Some(addr) => {
+                let token = token.clone().ok_or(ServeError::TcpWithoutToken(addr))?;
+                Some((bind_tcp(addr).await?, token))
+            }
+        };
+        let http = match config.http {
+            None => None,
+            Some(addr) if token.is_none() && !addr.ip().is_loopback() => {
+                return Err(ServeError::HttpWithoutToken(addr));
+            }
+            Some(addr) => Some((bind_tcp(addr).await?, token.clone())),
+        };
+        let socket = &config.socket;
+        let io = |what, source| ServeError::Io {
+            what,
+            path: socket.clone(),
+            source,
+        };
+        // A socket file left by a daemon that did not stop cleanly is replaced.
+        if socket.exists() {
+            std::fs::remove_file(socket).map_err(|e| io("removing the old socket", e))?;
+        }
+        let unix =
+            tokio::net::UnixListener::bind(socket).map_err(|e| io("listening on the socket", e))?;
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| io("setting the socket's mode", e))?;
+        }
+        Ok(Self { unix, tcp, http })
+    }
+}
+
+/// Serves `service` on the configured socket (and TCP, and HTTP) until `shutdown` resolves.
+/// Every listener is checked and bound first; should one fail while serving, all stop.
 pub async fn serve(
     service: ProverService,
     config: &ServeConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
+    let Listeners { unix, tcp, http } = Listeners::bind(config).await?;
     let limit = config.max_message;
     let grpc = || {
         ProverServer::new(service.clone())
@@ -244,22 +322,6 @@ pub async fn serve(
             .max_encoding_message_size(limit)
     };
     let socket = &config.socket;
-    let io = |what, source| ServeError::Io {
-        what,
-        path: socket.clone(),
-        source,
-    };
-    // A socket file left by a daemon that did not stop cleanly is replaced.
-    if socket.exists() {
-        std::fs::remove_file(socket).map_err(|e| io("removing the old socket", e))?;
-    }
-    let listener =
-        tokio::net::UnixListener::bind(socket).map_err(|e| io("listening on the socket", e))?;
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
-            .map_err(|e| io("setting the socket's mode", e))?;
-    }
     tracing::info!(socket = %socket.display(), "serving on the unix socket");
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
@@ -270,37 +332,52 @@ pub async fn serve(
         let _ = rx.wait_for(|&s| s).await;
     };
     let resized = || tower::util::MapResponseLayer::new(size_limit_as_resource_exhausted);
-    let unix = Server::builder()
-        .layer(resized())
-        .add_service(grpc())
-        .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::UnixListenerStream::new(listener),
-            stopped(stop_rx.clone()),
-        );
-    let tcp = async {
-        let Some(addr) = config.tcp else {
-            return Ok(());
-        };
-        let token_file = config
-            .token_file
-            .as_ref()
-            .ok_or(ServeError::TcpWithoutToken(addr))?;
-        let check = BearerCheck {
-            expected: read_token(token_file)?.into(),
-        };
-        tracing::info!(%addr, "serving on TCP (bearer token required)");
-        let svc = tonic::service::interceptor::InterceptedService::new(grpc(), check);
+    let unix = async {
         Server::builder()
             .layer(resized())
-            .add_service(svc)
-            .serve_with_shutdown(addr, stopped(stop_rx.clone()))
+            .add_service(grpc())
+            .serve_with_incoming_shutdown(
+                tokio_stream::wrappers::UnixListenerStream::new(unix),
+                stopped(stop_rx.clone()),
+            )
             .await
             .map_err(ServeError::from)
     };
-    let (u, t) = tokio::join!(unix, tcp);
+    let tcp = async {
+        let Some((listener, token)) = tcp else {
+            return Ok(());
+        };
+        let addr = listener.local_addr().ok();
+        tracing::info!(?addr, "serving on TCP (bearer token required)");
+        let svc = tonic::service::interceptor::InterceptedService::new(
+            grpc(),
+            BearerCheck { expected: token },
+        );
+        Server::builder()
+            .layer(resized())
+            .add_service(svc)
+            .serve_with_incoming_shutdown(
+                tokio_stream::wrappers::TcpListenerStream::new(listener),
+                stopped(stop_rx.clone()),
+            )
+            .await
+            .map_err(ServeError::from)
+    };
+    let http = async {
+        let Some((listener, token)) = http else {
+            return Ok(());
+        };
+        crate::http::serve(
+            listener,
+            Arc::clone(service.daemon()),
+            token,
+            stopped(stop_rx.clone()),
+        )
+        .await
+    };
+    let served = tokio::try_join!(unix, tcp, http).map(|_| ());
     let _ = std::fs::remove_file(socket);
-    u?;
-    t
+    served
 }
 
 /// A client of the daemon on the unix socket at `path`.
@@ -356,4 +433,108 @@ pub async fn connect_tcp(
     Ok(ProverClient::with_interceptor(channel, BearerToken(value))
         .max_decoding_message_size(usize::MAX)
         .max_encoding_message_size(usize::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config_file(name: &str, text: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("zkpipe-serve-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn the_serve_table_and_the_engine_fields_are_read_apart() {
+        let path = config_file(
+            "both.toml",
+            r#"
+backend = "cpu"
+cpu_workers = 3
+vram_cap = "16GiB"
+
+[serve]
+socket = "/run/zkpipe/zkpipe.sock"
+tcp = "0.0.0.0:7500"
+token_file = "/etc/zkpipe/token"
+http = "127.0.0.1:9100"
+jobs = 4
+queue = 50
+keep_finished_s = 60
+max_message = "64MiB"
+synthesis_threads = 8
+"#,
+        );
+        let (serve, engine) = read_config(&path).expect("reads");
+        assert_eq!(serve.socket, PathBuf::from("/run/zkpipe/zkpipe.sock"));
+        assert_eq!(serve.tcp, Some("0.0.0.0:7500".parse().unwrap()));
+        assert_eq!(serve.token_file, Some(PathBuf::from("/etc/zkpipe/token")));
+        assert_eq!(serve.http, Some("127.0.0.1:9100".parse().unwrap()));
+        assert_eq!(serve.max_message, 64 << 20);
+        let limits = serve.limits();
+        assert_eq!((limits.workers, limits.queue), (4, 50));
+        assert_eq!(limits.keep_finished, std::time::Duration::from_secs(60));
+        assert_eq!(serve.synthesis_threads, 8);
+        assert_eq!(engine.backend, zkpipe_pipeline::Backend::Cpu);
+        assert_eq!(engine.cpu_workers, 3);
+        assert_eq!(engine.vram_cap, Some(16 << 30));
+    }
+
+    #[test]
+    fn a_file_without_a_serve_table_takes_the_defaults() {
+        let path = config_file("engine-only.toml", "workers_per_device = 1\n");
+        let (serve, engine) = read_config(&path).expect("reads");
+        assert_eq!(serve.socket, PathBuf::from("zkpipe.sock"));
+        assert_eq!((serve.tcp, serve.http), (None, None));
+        assert_eq!(serve.limits().workers, 2);
+        assert_eq!(engine.workers_per_device, 1);
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        let unknown = config_file("unknown.toml", "[serve]\nsockett = \"x\"\n");
+        let e = read_config(&unknown).unwrap_err().to_string();
+        assert!(e.contains("sockett") && e.contains("unknown.toml"), "{e}");
+        let engine = config_file("engine.toml", "workers_per_devise = 2\n");
+        let e = read_config(&engine).unwrap_err().to_string();
+        assert!(e.contains("workers_per_devise"), "{e}");
+        let size = config_file("size.toml", "[serve]\nmax_message = \"lots\"\n");
+        let e = read_config(&size).unwrap_err().to_string();
+        assert!(e.contains("lots"), "{e}");
+        let missing = read_config(Path::new("/nonexistent/zkpipe.toml")).unwrap_err();
+        assert!(matches!(missing, ConfigError::Read { .. }), "{missing}");
+    }
+
+    #[test]
+    fn http_off_the_loopback_needs_a_token() {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let dir = std::env::temp_dir().join(format!("zkpipe-serve-http-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = ServeConfig {
+            socket: dir.join("s.sock"),
+            http: Some("0.0.0.0:0".parse().unwrap()),
+            ..ServeConfig::default()
+        };
+        let prover = zkpipe_filecoin::Prover::new(
+            zkpipe_filecoin::ParamsCache::new(&dir),
+            Default::default(),
+        );
+        let engine = zkpipe_pipeline::Engine::start(
+            zkpipe_pipeline::Config::default().with_backend(zkpipe_pipeline::Backend::Cpu),
+        )
+        .unwrap();
+        let daemon = crate::Daemon::start(prover, engine, crate::Limits::default());
+        let e = rt
+            .block_on(serve(
+                ProverService::new(Arc::clone(&daemon)),
+                &config,
+                std::future::pending(),
+            ))
+            .unwrap_err();
+        assert!(matches!(e, ServeError::HttpWithoutToken(_)), "{e}");
+        daemon.drain();
+    }
 }

@@ -23,6 +23,11 @@ impl ProverService {
     pub fn new(daemon: Arc<Daemon>) -> Self {
         Self { daemon }
     }
+
+    /// The daemon it serves.
+    pub fn daemon(&self) -> &Arc<Daemon> {
+        &self.daemon
+    }
 }
 
 impl From<DaemonError> for Status {
@@ -242,26 +247,68 @@ impl pb::prover_server::Prover for ProverService {
         &self,
         _: GrpcRequest<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusResponse>, Status> {
-        let s = self.daemon.status();
-        let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
-        Ok(Response::new(pb::StatusResponse {
-            uptime_s: s.uptime.as_secs(),
-            backend: s.backend,
-            workers: count(s.workers),
-            queues: s
-                .pending
-                .iter()
-                .map(|&(p, n)| pb::QueueStatus {
-                    priority: to_pb_priority(p).into(),
-                    pending: count(n),
-                })
-                .collect(),
-            running: count(s.running),
-            completed: s.counts.completed,
-            failed: s.counts.failed,
-            cancelled: s.counts.cancelled,
-            draining: s.draining,
-            expired: s.counts.expired,
+        Ok(Response::new(status_response(&self.daemon.status())))
+    }
+
+    async fn get_metrics(
+        &self,
+        _: GrpcRequest<pb::MetricsRequest>,
+    ) -> Result<Response<pb::MetricsResponse>, Status> {
+        Ok(Response::new(pb::MetricsResponse {
+            text: self.daemon.metrics(),
         }))
+    }
+}
+
+fn state_named(name: &str) -> pb::JobState {
+    match name {
+        "pending" => pb::JobState::Pending,
+        "running" => pb::JobState::Running,
+        _ => pb::JobState::Unspecified,
+    }
+}
+
+/// The daemon's status as the RPC answers it.
+fn status_response(s: &crate::daemon::Status) -> pb::StatusResponse {
+    let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    let totals = s.pending.iter().map(|&(p, n)| pb::QueueStatus {
+        priority: to_pb_priority(p).into(),
+        pending: count(n),
+        kind: String::new(),
+    });
+    let by_kind = s.queues.iter().map(|q| pb::QueueStatus {
+        priority: to_pb_priority(q.priority).into(),
+        pending: count(q.jobs),
+        kind: q.kind.to_string(),
+    });
+    pb::StatusResponse {
+        uptime_s: s.uptime_s as u64,
+        backend: s.engine.backend.clone(),
+        workers: count(s.workers),
+        queues: totals.chain(by_kind).collect(),
+        running: count(s.running),
+        completed: s.counts.completed,
+        failed: s.counts.failed,
+        cancelled: s.counts.cancelled,
+        draining: s.draining,
+        expired: s.counts.expired,
+        jobs: s
+            .jobs
+            .iter()
+            .map(|j| pb::JobSummary {
+                job_id: j.id.clone(),
+                kind: j.kind.to_string(),
+                priority: to_pb_priority(j.priority).into(),
+                state: state_named(j.state).into(),
+                age_ms: j.age_ms,
+            })
+            .collect(),
+        vram_budget_in_use: s.engine.vram_budget_in_use as u64,
+        vram_kept: s.engine.vram_kept as u64,
+        vram_high_water: s.engine.vram_high_water as u64,
+        pinned_in_use: s.engine.pinned_in_use as u64,
+        pinned_high_water: s.engine.pinned_high_water as u64,
+        key_pinned_bytes: s.engine.key_pinned_bytes,
+        quarantined_devices: count(s.engine.quarantined_devices),
     }
 }

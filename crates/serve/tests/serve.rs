@@ -51,6 +51,30 @@ fn free_port() -> std::net::SocketAddr {
     l.local_addr().expect("its address")
 }
 
+/// One HTTP/1.1 GET of `path` at `addr`: the status code and the body.
+fn http_get(addr: std::net::SocketAddr, path: &str, token: Option<&str>) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connects over HTTP");
+    let auth = token.map_or(String::new(), |t| format!("authorization: Bearer {t}\r\n"));
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nhost: {addr}\r\n{auth}connection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).expect("an HTTP answer");
+    let code = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("a status line");
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (code, body)
+}
+
 fn submit(request_id: &str, proof: Proof) -> pb::SubmitRequest {
     pb::SubmitRequest {
         request_id: request_id.into(),
@@ -73,6 +97,7 @@ fn proofs_over_the_socket_and_tcp_are_accepted_and_bad_requests_refused() {
         socket: dir.join("zkpipe.sock"),
         tcp: Some(free_port()),
         token_file: Some(token_file),
+        http: Some(free_port()),
         max_message: 1 << 20,
         ..ServeConfig::default()
     };
@@ -264,6 +289,60 @@ fn proofs_over_the_socket_and_tcp_are_accepted_and_bad_requests_refused() {
             .into_inner();
         assert_eq!(again.state(), pb::JobState::Completed, "{}", again.error);
         assert!(zkpipe_filecoin::verify::with_filecoin_proofs(&request, &again.proof).unwrap());
+
+        // The figures: over the RPC, and over HTTP with the token (the daemon has one).
+        let metrics = tcp
+            .get_metrics(pb::MetricsRequest {})
+            .await
+            .unwrap()
+            .into_inner()
+            .text;
+        for line in [
+            "zkpipe_serve_jobs_ended_total{kind=\"winning-post\",outcome=\"completed\"} 2",
+            "zkpipe_serve_jobs_ended_total{kind=\"winning-post\",outcome=\"failed\"} 1",
+            "zkpipe_serve_job_latency_seconds_count{kind=\"winning-post\"} 2",
+            "zkpipe_serve_job_latency_seconds_bucket{kind=\"winning-post\",le=\"+Inf\"} 2",
+            "zkpipe_serve_jobs_pending{priority=\"critical\"} 0",
+            "# TYPE zkpipe_jobs_total counter",
+        ] {
+            assert!(metrics.lines().any(|l| l == line), "{line} in:\n{metrics}");
+        }
+        let http = config.http.unwrap();
+        let (code, _) = tokio::task::spawn_blocking(move || http_get(http, "/metrics", None))
+            .await
+            .unwrap();
+        assert_eq!(code, 401, "no token, no figures");
+        let (code, _) =
+            tokio::task::spawn_blocking(move || http_get(http, "/metrics", Some("not-the-token")))
+                .await
+                .unwrap();
+        assert_eq!(code, 401);
+        let (code, text) =
+            tokio::task::spawn_blocking(move || http_get(http, "/metrics", Some("s3cret-token")))
+                .await
+                .unwrap();
+        assert_eq!(code, 200);
+        assert!(
+            text.contains("zkpipe_serve_job_latency_seconds_sum{kind=\"winning-post\"}"),
+            "{text}"
+        );
+        let (code, json) =
+            tokio::task::spawn_blocking(move || http_get(http, "/status", Some("s3cret-token")))
+                .await
+                .unwrap();
+        assert_eq!(code, 200, "{json}");
+        let status: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+        assert_eq!(status["counts"]["completed"], 2, "{status}");
+        assert_eq!(
+            status["kinds"]["winning-post"]["counts"]["failed"], 1,
+            "{status}"
+        );
+        assert!(status["engine"]["backend"].is_string(), "{status}");
+        let (code, _) =
+            tokio::task::spawn_blocking(move || http_get(http, "/nothing", Some("s3cret-token")))
+                .await
+                .unwrap();
+        assert_eq!(code, 404);
     });
     let _ = stop.send(());
     rt.block_on(server)
