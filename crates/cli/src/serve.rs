@@ -13,7 +13,7 @@ use crate::exit::Failure;
 /// `zkpipe serve`.
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
-    /// The configuration: a `[serve]` table (socket, tcp, token_file, jobs, queue,
+    /// The configuration: a `[serve]` table (socket, tcp, token_file, tls_cert, tls_key, http, jobs, queue,
     /// keep_finished_s, max_message, params_dir, synthesis_threads) beside the engine's
     /// fields. Every field has a default; without a file the daemon listens on zkpipe.sock.
     #[arg(long)]
@@ -104,6 +104,13 @@ pub struct ClientArgs {
     /// The file holding the daemon's bearer token (its first line).
     #[arg(long)]
     token_file: Option<PathBuf>,
+    /// Over TCP, speak TLS and trust the daemon's certificate when this certificate (PEM: the
+    /// authority that signed it, or the daemon's own when self-signed) vouches for it.
+    #[arg(long, requires = "tcp")]
+    tls_ca: Option<PathBuf>,
+    /// The name the daemon's certificate must carry (with --tls-ca).
+    #[arg(long, requires = "tls_ca", default_value = "localhost")]
+    tls_domain: String,
     #[command(subcommand)]
     command: ClientCommand,
 }
@@ -395,7 +402,14 @@ pub fn client(a: &ClientArgs) -> Result<(), Failure> {
                     .ok_or_else(|| Failure::Usage("--tcp needs --token-file".into()))?;
                 let token = zkpipe_serve::read_token(token_file)
                     .map_err(|e| Failure::Usage(e.to_string()))?;
-                let c = zkpipe_serve::connect_tcp(addr, &token)
+                let tls = match &a.tls_ca {
+                    Some(path) => Some(zkpipe_serve::ClientTls {
+                        ca_pem: read(path)?,
+                        domain: a.tls_domain.clone(),
+                    }),
+                    None => None,
+                };
+                let c = zkpipe_serve::connect_tcp(addr, &token, tls.as_ref())
                     .await
                     .map_err(unreachable)?;
                 call!(c, a)

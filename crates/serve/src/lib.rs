@@ -10,6 +10,10 @@ mod metrics;
 pub mod server;
 pub mod service;
 
+/// The encoded descriptors of `proto/zkpipe/v1/prover.proto`, which server reflection serves.
+pub const FILE_DESCRIPTOR_SET: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/zkpipe_v1_descriptor.bin"));
+
 /// The gRPC messages, service and client, generated from `proto/zkpipe/v1/prover.proto`.
 #[allow(missing_debug_implementations, clippy::all)]
 pub mod pb {
@@ -18,6 +22,7 @@ pub mod pb {
 
 pub use daemon::{Daemon, Limits, Priority};
 pub use server::{
-    connect_tcp, connect_unix, read_config, read_token, serve, ConfigError, ServeConfig, ServeError,
+    connect_tcp, connect_unix, read_config, read_token, serve, ClientTls, ConfigError, ServeConfig,
+    ServeError,
 };
 pub use service::ProverService;

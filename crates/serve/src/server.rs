@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use hyper_util::rt::TokioIo;
-use tonic::transport::{Channel, Endpoint, Server};
+use tonic::transport::{
+    Certificate, Channel, ClientTlsConfig, Endpoint, Identity, Server, ServerTlsConfig,
+};
 use tonic::{Request, Status};
 
 use crate::pb::prover_client::ProverClient;
@@ -28,6 +30,12 @@ pub struct ServeConfig {
     /// this file (its first line).
     #[serde(default)]
     pub token_file: Option<PathBuf>,
+    /// TCP serves TLS with this certificate chain (PEM) and `tls_key`; both or neither.
+    #[serde(default)]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of `tls_cert`.
+    #[serde(default)]
+    pub tls_key: Option<PathBuf>,
     /// An address for HTTP `GET /metrics` (Prometheus text) and `GET /status` (JSON), say
     /// "127.0.0.1:9100". With a `token_file` every request must carry its bearer token;
     /// without one the address must be a loopback address.
@@ -90,6 +98,8 @@ impl Default for ServeConfig {
             socket: default_socket(),
             tcp: None,
             token_file: None,
+            tls_cert: None,
+            tls_key: None,
             http: None,
             jobs: default_jobs(),
             queue: default_queue(),
@@ -177,6 +187,12 @@ pub enum ServeError {
         addr: std::net::SocketAddr,
         source: std::io::Error,
     },
+    #[error("TLS needs both tls_cert and tls_key; only {given} is set")]
+    TlsHalf { given: &'static str },
+    #[error("TLS: {0}")]
+    Tls(tonic::transport::Error),
+    #[error("server reflection: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
     #[error("serving: {0}")]
     Transport(#[from] tonic::transport::Error),
 }
@@ -230,21 +246,32 @@ pub(crate) fn bearer_matches(authorization: Option<&str>, expected: &str) -> boo
             == 0
 }
 
-/// tonic refuses a message over the limit as OUT_OF_RANGE; the daemon's contract (and gRPC's
-/// convention for a size limit) is RESOURCE_EXHAUSTED.
-fn size_limit_as_resource_exhausted<B>(
+/// tonic's own refusals of a request, as the daemon's contract states them: a message over
+/// the limit (tonic: OUT_OF_RANGE) is RESOURCE_EXHAUSTED, gRPC's convention for a size limit;
+/// a body that is not a valid protobuf message of the call's type (tonic: INTERNAL, as if the
+/// daemon had failed) is INVALID_ARGUMENT. The service itself never answers INTERNAL.
+fn refusals_as_the_contract_states<B>(
     mut response: tonic::codegen::http::Response<B>,
 ) -> tonic::codegen::http::Response<B> {
     let headers = response.headers();
-    let out_of_range = headers.get("grpc-status").is_some_and(|v| v == "11");
-    let too_large = headers
+    let code = headers
+        .get("grpc-status")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let message = headers
         .get("grpc-message")
         .and_then(|m| m.to_str().ok())
-        .is_some_and(|m| m.contains("too%20large") || m.contains("too large"));
-    if out_of_range && too_large {
+        .unwrap_or_default();
+    let says = |text: &str| message.contains(text) || message.contains(&text.replace(' ', "%20"));
+    let mapped = match code {
+        "11" if says("too large") => Some("8"),
+        "13" if says("failed to decode Protobuf message") => Some("3"),
+        _ => None,
+    };
+    if let Some(to) = mapped {
         response.headers_mut().insert(
             "grpc-status",
-            tonic::codegen::http::HeaderValue::from_static("8"),
+            tonic::codegen::http::HeaderValue::from_static(to),
         );
     }
     response
@@ -254,8 +281,8 @@ fn size_limit_as_resource_exhausted<B>(
 /// token or a taken port stops the start rather than leaving a daemon half up.
 struct Listeners {
     unix: tokio::net::UnixListener,
-    /// TCP, with the token every call must carry.
-    tcp: Option<(tokio::net::TcpListener, Arc<str>)>,
+    /// TCP, with the token every call must carry, and TLS when configured.
+    tcp: Option<(tokio::net::TcpListener, Arc<str>, Option<ServerTlsConfig>)>,
     /// HTTP, with the token when the daemon has one.
     http: Option<(tokio::net::TcpListener, Option<Arc<str>>)>,
 }
@@ -264,6 +291,29 @@ async fn bind_tcp(addr: std::net::SocketAddr) -> Result<tokio::net::TcpListener,
     tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| ServeError::Listen { addr, source })
+}
+
+/// The TLS identity from `tls_cert` and `tls_key`, when both are set.
+fn server_tls(config: &ServeConfig) -> Result<Option<ServerTlsConfig>, ServeError> {
+    let read = |what, path: &PathBuf| {
+        std::fs::read(path).map_err(|source| ServeError::Io {
+            what,
+            path: path.clone(),
+            source,
+        })
+    };
+    match (&config.tls_cert, &config.tls_key) {
+        (None, None) => Ok(None),
+        (Some(_), None) => Err(ServeError::TlsHalf { given: "tls_cert" }),
+        (None, Some(_)) => Err(ServeError::TlsHalf { given: "tls_key" }),
+        (Some(cert), Some(key)) => {
+            let identity = Identity::from_pem(
+                read("reading the TLS certificate", cert)?,
+                read("reading the TLS key", key)?,
+            );
+            Ok(Some(ServerTlsConfig::new().identity(identity)))
+        }
+    }
 }
 
 impl Listeners {
@@ -276,7 +326,8 @@ impl Listeners {
             None => None,
             Some(addr) => {
                 let token = token.clone().ok_or(ServeError::TcpWithoutToken(addr))?;
-                Some((bind_tcp(addr).await?, token))
+                let tls = server_tls(config)?;
+                Some((bind_tcp(addr).await?, token, tls))
             }
         };
         let http = match config.http {
@@ -315,6 +366,9 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
     let Listeners { unix, tcp, http } = Listeners::bind(config).await?;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(crate::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
     let limit = config.max_message;
     let grpc = || {
         ProverServer::new(service.clone())
@@ -331,11 +385,12 @@ pub async fn serve(
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|&s| s).await;
     };
-    let resized = || tower::util::MapResponseLayer::new(size_limit_as_resource_exhausted);
+    let resized = || tower::util::MapResponseLayer::new(refusals_as_the_contract_states);
     let unix = async {
         Server::builder()
             .layer(resized())
             .add_service(grpc())
+            .add_service(reflection.clone())
             .serve_with_incoming_shutdown(
                 tokio_stream::wrappers::UnixListenerStream::new(unix),
                 stopped(stop_rx.clone()),
@@ -344,18 +399,27 @@ pub async fn serve(
             .map_err(ServeError::from)
     };
     let tcp = async {
-        let Some((listener, token)) = tcp else {
+        let Some((listener, token, tls)) = tcp else {
             return Ok(());
         };
         let addr = listener.local_addr().ok();
-        tracing::info!(?addr, "serving on TCP (bearer token required)");
-        let svc = tonic::service::interceptor::InterceptedService::new(
-            grpc(),
-            BearerCheck { expected: token },
+        tracing::info!(
+            ?addr,
+            tls = tls.is_some(),
+            "serving on TCP (bearer token required)"
         );
-        Server::builder()
+        let check = BearerCheck { expected: token };
+        let svc = tonic::service::interceptor::InterceptedService::new(grpc(), check.clone());
+        let reflection =
+            tonic::service::interceptor::InterceptedService::new(reflection.clone(), check);
+        let mut builder = Server::builder();
+        if let Some(tls) = tls {
+            builder = builder.tls_config(tls).map_err(ServeError::Tls)?;
+        }
+        builder
             .layer(resized())
             .add_service(svc)
+            .add_service(reflection)
             .serve_with_incoming_shutdown(
                 tokio_stream::wrappers::TcpListenerStream::new(listener),
                 stopped(stop_rx.clone()),
@@ -421,15 +485,34 @@ impl tonic::service::Interceptor for BearerToken {
     }
 }
 
-/// A client of the daemon at `addr` over TCP, sending `token` with every call.
+/// How a TCP client checks the daemon's TLS certificate.
+#[derive(Debug, Clone)]
+pub struct ClientTls {
+    /// The certificate (PEM) of the authority that signed the daemon's, or the daemon's own
+    /// when it is self-signed.
+    pub ca_pem: Vec<u8>,
+    /// The name the daemon's certificate must carry.
+    pub domain: String,
+}
+
+/// A client of the daemon at `addr` over TCP (TLS when `tls` is given), sending `token` with
+/// every call.
 pub async fn connect_tcp(
     addr: std::net::SocketAddr,
     token: &str,
+    tls: Option<&ClientTls>,
 ) -> Result<TcpClient, Box<dyn std::error::Error + Send + Sync>> {
     let value = format!("Bearer {token}").parse()?;
-    let channel = Endpoint::from_shared(format!("http://{addr}"))?
-        .connect()
-        .await?;
+    let channel = match tls {
+        None => Endpoint::from_shared(format!("http://{addr}"))?,
+        Some(tls) => Endpoint::from_shared(format!("https://{addr}"))?.tls_config(
+            ClientTlsConfig::new()
+                .ca_certificate(Certificate::from_pem(&tls.ca_pem))
+                .domain_name(tls.domain.clone()),
+        )?,
+    }
+    .connect()
+    .await?;
     Ok(ProverClient::with_interceptor(channel, BearerToken(value))
         .max_decoding_message_size(usize::MAX)
         .max_encoding_message_size(usize::MAX))

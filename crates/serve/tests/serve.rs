@@ -262,7 +262,9 @@ fn proofs_over_the_socket_and_tcp_are_accepted_and_bad_requests_refused() {
 
         // TCP: no token and a wrong one refused; the right one served.
         let addr = config.tcp.unwrap();
-        let mut wrong = connect_tcp(addr, "not-the-token").await.expect("connects");
+        let mut wrong = connect_tcp(addr, "not-the-token", None)
+            .await
+            .expect("connects");
         let e = wrong.get_status(pb::StatusRequest {}).await.unwrap_err();
         assert_eq!(e.code(), Code::Unauthenticated, "{e}");
         let mut plain = pb::prover_client::ProverClient::connect(format!("http://{addr}"))
@@ -270,7 +272,9 @@ fn proofs_over_the_socket_and_tcp_are_accepted_and_bad_requests_refused() {
             .unwrap();
         let e = plain.get_status(pb::StatusRequest {}).await.unwrap_err();
         assert_eq!(e.code(), Code::Unauthenticated, "{e}");
-        let mut tcp = connect_tcp(addr, "s3cret-token").await.expect("connects");
+        let mut tcp = connect_tcp(addr, "s3cret-token", None)
+            .await
+            .expect("connects");
         let status = tcp
             .get_status(pb::StatusRequest {})
             .await
