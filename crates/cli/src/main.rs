@@ -14,6 +14,7 @@ mod filecoin;
 mod info;
 mod prove;
 mod serve;
+mod serve_bench;
 mod soak;
 
 /// zkpipe: a GPU proving engine for Groth16 over BLS12-381.

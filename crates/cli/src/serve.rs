@@ -201,6 +201,9 @@ enum ClientCommand {
     Status,
     /// The daemon's and the engine's figures, in the Prometheus text format.
     Metrics,
+    /// A mix of proof kinds at given rates for a given time: proofs per hour and latency
+    /// percentiles per kind (a table on standard error, JSON on standard output).
+    Bench(crate::serve_bench::BenchArgs),
 }
 
 fn read(path: &PathBuf) -> Result<Vec<u8>, Failure> {
@@ -374,6 +377,14 @@ macro_rules! call {
                     })
                 );
                 Ok(())
+            }
+            ClientCommand::Bench(args) => {
+                let client = c.clone();
+                let call: crate::serve_bench::ProveCall = Arc::new(move |req| {
+                    let mut c = client.clone();
+                    Box::pin(async move { c.prove(req).await.map(|r| r.into_inner()) })
+                });
+                crate::serve_bench::run(args, call).await
             }
             ClientCommand::Metrics => {
                 let m = c

@@ -1,0 +1,376 @@
+//! `zkpipe client bench`: a mix of proof kinds sent to a running daemon at given rates for a
+//! given time, as a storage provider's load would; prints proofs per hour and latency
+//! percentiles per kind (submission to proof, through Prove).
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use zkpipe_serve::pb::{self, submit_request::Proof};
+
+use crate::exit::Failure;
+
+/// `zkpipe client bench`'s flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchArgs {
+    /// How long to send requests, in seconds; requests in flight then are awaited.
+    #[arg(long, default_value_t = 60.0)]
+    duration_s: f64,
+    /// A WinningPoSt request file (as `zkpipe filecoin winning-post --request` takes), sent
+    /// every --winning-every-s seconds.
+    #[arg(long, requires = "winning_every_s")]
+    winning: Option<std::path::PathBuf>,
+    #[arg(long)]
+    winning_every_s: Option<f64>,
+    /// A WindowPoSt request file, sent every --window-every-s seconds.
+    #[arg(long, requires = "window_every_s")]
+    window: Option<std::path::PathBuf>,
+    #[arg(long)]
+    window_every_s: Option<f64>,
+    /// A SnapDeals request file, sent every --snap-every-s seconds.
+    #[arg(long, requires = "snap_every_s")]
+    snap: Option<std::path::PathBuf>,
+    #[arg(long)]
+    snap_every_s: Option<f64>,
+    /// A C1 output (JSON) proved as PoRep C2 by --porep-in-flight callers at once, each
+    /// sending the next as soon as its last is proved: enough to keep the GPU busy.
+    #[arg(long, requires_all = ["prover_id", "sector_id"])]
+    porep_c1: Option<std::path::PathBuf>,
+    /// The storage provider's id for --porep-c1: 64 hex digits.
+    #[arg(long)]
+    prover_id: Option<String>,
+    /// The sector's number for --porep-c1.
+    #[arg(long)]
+    sector_id: Option<u64>,
+    #[arg(long, default_value_t = 2)]
+    porep_in_flight: usize,
+}
+
+/// One call of Prove on whichever connection the client has.
+pub type ProveCall = Arc<
+    dyn Fn(
+            pb::SubmitRequest,
+        )
+            -> Pin<Box<dyn Future<Output = Result<pb::AwaitResponse, tonic::Status>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// How one kind's requests are sent.
+#[derive(Debug, Clone, Copy)]
+enum Pace {
+    /// One every so often, whether the last has ended or not.
+    Every(Duration),
+    /// This many callers, each sending again when its last ends.
+    InFlight(usize),
+}
+
+/// One kind of the mix.
+#[derive(Debug, Clone)]
+struct Load {
+    kind: &'static str,
+    proof: Proof,
+    pace: Pace,
+}
+
+/// What one request came to.
+#[derive(Debug, Clone)]
+struct Outcome {
+    kind: &'static str,
+    latency: Duration,
+    /// None when proved; else the state or the refusal.
+    error: Option<String>,
+}
+
+fn read(path: &std::path::Path) -> Result<Vec<u8>, Failure> {
+    std::fs::read(path).map_err(|e| Failure::Usage(format!("reading {}: {e}", path.display())))
+}
+
+fn every(what: &str, seconds: Option<f64>) -> Result<Pace, Failure> {
+    match seconds {
+        Some(s) if s.is_finite() && s > 0.0 => Ok(Pace::Every(Duration::from_secs_f64(s))),
+        other => Err(Failure::Usage(format!(
+            "--{what}-every-s must be a positive number of seconds, not {other:?}"
+        ))),
+    }
+}
+
+impl BenchArgs {
+    fn loads(&self) -> Result<Vec<Load>, Failure> {
+        let mut loads = Vec::new();
+        if let Some(path) = &self.winning {
+            loads.push(Load {
+                kind: "winning-post",
+                proof: Proof::WinningPostJson(read(path)?),
+                pace: every("winning", self.winning_every_s)?,
+            });
+        }
+        if let Some(path) = &self.window {
+            loads.push(Load {
+                kind: "window-post",
+                proof: Proof::WindowPostJson(read(path)?),
+                pace: every("window", self.window_every_s)?,
+            });
+        }
+        if let Some(path) = &self.snap {
+            loads.push(Load {
+                kind: "snap",
+                proof: Proof::SnapJson(read(path)?),
+                pace: every("snap", self.snap_every_s)?,
+            });
+        }
+        if let Some(path) = &self.porep_c1 {
+            let prover_id = self.prover_id.as_deref().unwrap_or_default();
+            let prover_id = zkpipe_filecoin::request::parse_hex32("--prover-id", prover_id)
+                .map_err(|e| Failure::Usage(e.to_string()))?;
+            if self.porep_in_flight == 0 {
+                return Err(Failure::Usage(
+                    "--porep-in-flight must be at least 1".into(),
+                ));
+            }
+            loads.push(Load {
+                kind: "porep-c2",
+                proof: Proof::PorepC2(pb::PoRepC2 {
+                    c1_json: read(path)?,
+                    prover_id: prover_id.to_vec(),
+                    sector_id: self.sector_id.unwrap_or_default(),
+                    registered_proof: String::new(),
+                }),
+                pace: Pace::InFlight(self.porep_in_flight),
+            });
+        }
+        if loads.is_empty() {
+            return Err(Failure::Usage(
+                "bench needs at least one of --winning, --window, --snap, --porep-c1".into(),
+            ));
+        }
+        if !(self.duration_s.is_finite() && self.duration_s > 0.0) {
+            return Err(Failure::Usage(format!(
+                "--duration-s must be positive, not {}",
+                self.duration_s
+            )));
+        }
+        Ok(loads)
+    }
+}
+
+/// One Prove of `load`'s proof under a request id of its own.
+async fn prove_once(call: &ProveCall, load: &Load, run: &str, n: usize) -> Outcome {
+    let request = pb::SubmitRequest {
+        request_id: format!("bench-{run}-{}-{n}", load.kind),
+        priority: 0,
+        deadline_ms: 0,
+        proof: Some(load.proof.clone()),
+    };
+    let t = Instant::now();
+    let answer = call(request).await;
+    let error = match answer {
+        Ok(a) if a.state() == pb::JobState::Completed => None,
+        Ok(a) => Some(format!("{}: {}", a.state().as_str_name(), a.error)),
+        Err(e) => Some(format!("{:?}: {}", e.code(), e.message())),
+    };
+    Outcome {
+        kind: load.kind,
+        latency: t.elapsed(),
+        error,
+    }
+}
+
+/// Sends `load` until `until`, giving every outcome.
+async fn drive(call: ProveCall, load: Load, run: String, until: Instant) -> Vec<Outcome> {
+    let load = Arc::new(load);
+    let mut tasks = tokio::task::JoinSet::new();
+    match load.pace {
+        Pace::Every(period) => {
+            let mut ticks = tokio::time::interval(period);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut n = 0;
+            loop {
+                ticks.tick().await;
+                if Instant::now() >= until {
+                    break;
+                }
+                let (call, load, run) = (Arc::clone(&call), Arc::clone(&load), run.clone());
+                tasks.spawn(async move { vec![prove_once(&call, &load, &run, n).await] });
+                n += 1;
+            }
+        }
+        Pace::InFlight(callers) => {
+            for caller in 0..callers {
+                let (call, load, run) = (Arc::clone(&call), Arc::clone(&load), run.clone());
+                tasks.spawn(async move {
+                    let mut outcomes = Vec::new();
+                    let mut n = caller;
+                    while Instant::now() < until {
+                        outcomes.push(prove_once(&call, &load, &run, n).await);
+                        n += callers;
+                    }
+                    outcomes
+                });
+            }
+        }
+    }
+    let mut outcomes = Vec::new();
+    while let Some(done) = tasks.join_next().await {
+        match done {
+            Ok(o) => outcomes.extend(o),
+            Err(e) => outcomes.push(Outcome {
+                kind: load.kind,
+                latency: Duration::ZERO,
+                error: Some(format!("the caller's task ended: {e}")),
+            }),
+        }
+    }
+    outcomes
+}
+
+/// The value below which `p` of the sorted `ms` lie (nearest rank).
+fn percentile(sorted_ms: &[f64], p: f64) -> f64 {
+    if sorted_ms.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * sorted_ms.len() as f64).ceil() as usize;
+    sorted_ms[rank.clamp(1, sorted_ms.len()) - 1]
+}
+
+/// Per kind: proofs, failures, proofs an hour, latency percentiles.
+fn report(outcomes: &[Outcome], elapsed: Duration) -> serde_json::Value {
+    let mut by_kind: BTreeMap<&str, Vec<&Outcome>> = BTreeMap::new();
+    for o in outcomes {
+        by_kind.entry(o.kind).or_default().push(o);
+    }
+    let hours = elapsed.as_secs_f64() / 3600.0;
+    let kinds: serde_json::Map<String, serde_json::Value> = by_kind
+        .into_iter()
+        .map(|(kind, os)| {
+            let mut ms: Vec<f64> = os
+                .iter()
+                .filter(|o| o.error.is_none())
+                .map(|o| o.latency.as_secs_f64() * 1e3)
+                .collect();
+            ms.sort_by(f64::total_cmp);
+            let mut errors: BTreeMap<String, usize> = BTreeMap::new();
+            for e in os.iter().filter_map(|o| o.error.as_ref()) {
+                *errors.entry(e.clone()).or_default() += 1;
+            }
+            let value = serde_json::json!({
+                "proved": ms.len(),
+                "failed": os.len() - ms.len(),
+                "proofs_per_hour": ms.len() as f64 / hours,
+                "latency_ms": {
+                    "p50": percentile(&ms, 50.0), "p90": percentile(&ms, 90.0),
+                    "p99": percentile(&ms, 99.0), "max": ms.last().copied().unwrap_or(f64::NAN),
+                },
+                "errors": errors,
+            });
+            (kind.to_string(), value)
+        })
+        .collect();
+    serde_json::json!({ "elapsed_s": elapsed.as_secs_f64(), "kinds": kinds })
+}
+
+/// Runs the mix against the daemon `call` reaches; prints the report (a table on standard
+/// error, JSON on standard output); fails when any request failed.
+pub async fn run(args: &BenchArgs, call: ProveCall) -> Result<(), Failure> {
+    let loads = args.loads()?;
+    let run = format!(
+        "{:x}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or_default()
+    );
+    let start = Instant::now();
+    let until = start + Duration::from_secs_f64(args.duration_s);
+    crate::say!(
+        "bench: {} for {:.0} s, then the requests in flight are awaited",
+        loads
+            .iter()
+            .map(|l| match l.pace {
+                Pace::Every(p) => format!("{} every {:.1} s", l.kind, p.as_secs_f64()),
+                Pace::InFlight(k) => format!("{} with {k} in flight", l.kind),
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+        args.duration_s
+    );
+    let drivers: Vec<_> = loads
+        .into_iter()
+        .map(|l| tokio::spawn(drive(Arc::clone(&call), l, run.clone(), until)))
+        .collect();
+    let mut outcomes = Vec::new();
+    for d in drivers {
+        outcomes.extend(
+            d.await
+                .map_err(|e| Failure::Other(format!("a load's driver ended: {e}").into()))?,
+        );
+    }
+    let r = report(&outcomes, start.elapsed());
+    if let Some(kinds) = r["kinds"].as_object() {
+        crate::say!("| kind | proved | failed | proofs/hour | p50 ms | p90 ms | p99 ms | max ms |");
+        crate::say!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+        for (kind, k) in kinds {
+            let l = &k["latency_ms"];
+            let f = |v: &serde_json::Value| v.as_f64().map_or("-".into(), |x| format!("{x:.0}"));
+            crate::say!(
+                "| {kind} | {} | {} | {} | {} | {} | {} | {} |",
+                k["proved"],
+                k["failed"],
+                f(&k["proofs_per_hour"]),
+                f(&l["p50"]),
+                f(&l["p90"]),
+                f(&l["p99"]),
+                f(&l["max"])
+            );
+        }
+    }
+    println!("{r}");
+    let failed = outcomes.iter().filter(|o| o.error.is_some()).count();
+    match failed {
+        0 => Ok(()),
+        n => Err(Failure::Jobs(format!(
+            "{n} of {} requests did not give a proof",
+            outcomes.len()
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_take_the_nearest_rank() {
+        let ms: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&ms, 50.0), 50.0);
+        assert_eq!(percentile(&ms, 99.0), 99.0);
+        assert_eq!(percentile(&ms, 100.0), 100.0);
+        assert_eq!(percentile(&[7.0], 99.0), 7.0);
+        assert!(percentile(&[], 50.0).is_nan());
+    }
+
+    #[test]
+    fn the_report_counts_each_kind_apart() {
+        let o = |kind, ms, error: Option<&str>| Outcome {
+            kind,
+            latency: Duration::from_millis(ms),
+            error: error.map(String::from),
+        };
+        let r = report(
+            &[
+                o("winning-post", 100, None),
+                o("winning-post", 300, None),
+                o("porep-c2", 5000, None),
+                o("porep-c2", 1, Some("FAILED: x")),
+            ],
+            Duration::from_secs(3600),
+        );
+        assert_eq!(r["kinds"]["winning-post"]["proved"], 2);
+        assert_eq!(r["kinds"]["winning-post"]["latency_ms"]["p99"], 300.0);
+        assert_eq!(r["kinds"]["porep-c2"]["failed"], 1);
+        assert_eq!(r["kinds"]["porep-c2"]["proofs_per_hour"], 1.0);
+        assert_eq!(r["kinds"]["porep-c2"]["errors"]["FAILED: x"], 1);
+    }
+}
