@@ -347,6 +347,55 @@ fn proofs_over_the_socket_and_tcp_are_accepted_and_bad_requests_refused() {
                 .await
                 .unwrap();
         assert_eq!(code, 404);
+
+        // A caller that goes away while awaiting loses nothing: the job runs on, a resubmit
+        // under the same request id finds it, and a later await on a new connection gets
+        // its proof.
+        let submitted = c
+            .submit(submit(
+                "winning-3",
+                Proof::WinningPostJson(winning_json.clone()),
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        let gone = tokio::spawn({
+            let socket = config.socket.clone();
+            let job_id = submitted.job_id.clone();
+            async move {
+                let mut c = connect_unix(&socket).await.unwrap();
+                c.r#await(pb::AwaitRequest {
+                    job_id,
+                    timeout_ms: 0,
+                })
+                .await
+            }
+        });
+        // A proof takes far longer than this on any machine: the await is cut mid-way.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        gone.abort();
+        assert!(gone.await.is_err(), "the first caller went away mid-await");
+        let again = c
+            .submit(submit(
+                "winning-3",
+                Proof::WinningPostJson(winning_json.clone()),
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(again.existing, "the resubmit names the job already there");
+        assert_eq!(again.job_id, submitted.job_id);
+        let mut later = connect_unix(&config.socket).await.unwrap();
+        let answer = later
+            .r#await(pb::AwaitRequest {
+                job_id: submitted.job_id.clone(),
+                timeout_ms: 0,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(answer.state(), pb::JobState::Completed, "{}", answer.error);
+        assert!(zkpipe_filecoin::verify::with_filecoin_proofs(&request, &answer.proof).unwrap());
     });
     let _ = stop.send(());
     rt.block_on(server)
