@@ -374,6 +374,10 @@ macro_rules! call {
                         "pinned_high_water": s.pinned_high_water,
                         "key_pinned_bytes": s.key_pinned_bytes,
                         "quarantined_devices": s.quarantined_devices,
+                        "keys": s.keys.iter().map(|k| serde_json::json!({
+                            "id": k.id, "path": k.path, "bytes": k.bytes, "pinned": k.pinned,
+                            "trust": k.trust, "references": k.references,
+                        })).collect::<Vec<_>>(),
                     })
                 );
                 Ok(())

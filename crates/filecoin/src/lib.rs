@@ -46,7 +46,7 @@ pub mod verify;
 use std::path::PathBuf;
 
 pub use kinds::{porep_blank_id, record_porep_blank};
-pub use params::{LoadedKey, ParamsCache, Trust, CIRCUIT_SOURCE};
+pub use params::{LoadedKey, ParamsCache, ResidentKey, Trust, CIRCUIT_SOURCE};
 pub use prover::{
     witness_bytes, PartitionReport, ProofOutput, ProveOptions, Prover, ReferenceOutput, Retry,
     Synthesis,

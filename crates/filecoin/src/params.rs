@@ -102,6 +102,23 @@ pub struct LoadedKey {
     pub read_ms: f64,
 }
 
+/// A proving key held in host memory, as a status lists it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ResidentKey {
+    /// The parameter set (a compound proof's cache identifier).
+    pub id: String,
+    pub path: PathBuf,
+    /// Host bytes of its points.
+    pub bytes: usize,
+    /// True once its points are page-locked (uploads at the link's full speed).
+    pub pinned: bool,
+    /// How its points were trusted when read.
+    pub trust: &'static str,
+    /// References to it besides the cache's own: jobs in flight, and the engine while it
+    /// keeps the key resident.
+    pub references: usize,
+}
+
 /// The parameter directory and the keys read from it.
 #[derive(Debug)]
 pub struct ParamsCache {
@@ -123,6 +140,29 @@ impl ParamsCache {
     /// The directory.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The keys held in host memory, by id.
+    pub fn resident_keys(&self) -> Vec<ResidentKey> {
+        let keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out: Vec<ResidentKey> = keys
+            .iter()
+            .map(|(id, k)| ResidentKey {
+                id: id.clone(),
+                path: k.path.clone(),
+                bytes: k.key.bytes(),
+                pinned: k.key.is_pinned(),
+                trust: match k.trust {
+                    Trust::PublishedDigest => "published-digest",
+                    Trust::Checked => "checked",
+                    Trust::GeneratedHere => "generated-here",
+                    Trust::RecordedDigest => "recorded-digest",
+                },
+                references: Arc::strong_count(&k.key).saturating_sub(1),
+            })
+            .collect();
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        out
     }
 
     /// The path of a file of the parameter set `id` (a compound proof's cache identifier).

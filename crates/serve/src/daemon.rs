@@ -235,6 +235,8 @@ pub struct Status {
     /// Each kind's figures since the start.
     pub kinds: std::collections::BTreeMap<&'static str, KindFigures>,
     pub engine: EngineFigures,
+    /// The proving keys held in host memory.
+    pub keys: Vec<zkpipe_filecoin::ResidentKey>,
 }
 
 struct Job {
@@ -619,6 +621,7 @@ impl Daemon {
             key_pinned_bytes: e.key_pinned_bytes,
             quarantined_devices: e.quarantined_devices,
         };
+        let keys = self.shared.prover.params().resident_keys();
         let st = self.shared.lock();
         let (jobs, queues) = st.in_flight();
         Status {
@@ -632,6 +635,7 @@ impl Daemon {
             jobs,
             kinds: st.kinds.clone(),
             engine,
+            keys,
         }
     }
 

@@ -98,6 +98,32 @@ pub(crate) fn render(st: &Status) -> String {
         "1 while the daemon drains (takes no new job).",
         &plain(f64::from(u8::from(st.draining))),
     );
+    let key_bytes: Samples = [true, false]
+        .iter()
+        .map(|&pinned| {
+            let bytes: usize = st
+                .keys
+                .iter()
+                .filter(|k| k.pinned == pinned)
+                .map(|k| k.bytes)
+                .sum();
+            (format!("{{pinned=\"{pinned}\"}}"), bytes as f64)
+        })
+        .collect();
+    metric(
+        &mut out,
+        "zkpipe_serve_keys_host_bytes",
+        "gauge",
+        "Host bytes of the proving keys held, page-locked or not.",
+        &key_bytes,
+    );
+    metric(
+        &mut out,
+        "zkpipe_serve_keys",
+        "gauge",
+        "Proving keys held in host memory.",
+        &plain(st.keys.len() as f64),
+    );
     let ended: Samples = st
         .kinds
         .iter()

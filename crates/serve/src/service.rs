@@ -310,5 +310,17 @@ fn status_response(s: &crate::daemon::Status) -> pb::StatusResponse {
         pinned_high_water: s.engine.pinned_high_water as u64,
         key_pinned_bytes: s.engine.key_pinned_bytes,
         quarantined_devices: count(s.engine.quarantined_devices),
+        keys: s
+            .keys
+            .iter()
+            .map(|k| pb::KeyStatus {
+                id: k.id.clone(),
+                path: k.path.display().to_string(),
+                bytes: k.bytes as u64,
+                pinned: k.pinned,
+                trust: k.trust.to_string(),
+                references: count(k.references),
+            })
+            .collect(),
     }
 }

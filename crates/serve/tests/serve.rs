@@ -308,6 +308,7 @@ fn proofs_over_the_socket_and_tcp_are_accepted_and_bad_requests_refused() {
             "zkpipe_serve_job_latency_seconds_bucket{kind=\"winning-post\",le=\"+Inf\"} 2",
             "zkpipe_serve_jobs_pending{priority=\"critical\"} 0",
             "# TYPE zkpipe_jobs_total counter",
+            "zkpipe_serve_keys 1",
         ] {
             assert!(metrics.lines().any(|l| l == line), "{line} in:\n{metrics}");
         }
@@ -342,6 +343,17 @@ fn proofs_over_the_socket_and_tcp_are_accepted_and_bad_requests_refused() {
             "{status}"
         );
         assert!(status["engine"]["backend"].is_string(), "{status}");
+        // The WinningPoSt key, read once and held for later proofs.
+        let keys = status["keys"].as_array().expect("keys");
+        assert_eq!(keys.len(), 1, "{status}");
+        assert!(keys[0]["bytes"].as_u64().unwrap() > 0, "{status}");
+        assert!(
+            keys[0]["id"]
+                .as_str()
+                .unwrap()
+                .contains("proof-of-spacetime"),
+            "{status}"
+        );
         let (code, _) =
             tokio::task::spawn_blocking(move || http_get(http, "/nothing", Some("s3cret-token")))
                 .await
