@@ -22,7 +22,7 @@ pub mod pb {
 
 pub use daemon::{Daemon, Limits, Priority};
 pub use server::{
-    connect_tcp, connect_unix, read_config, read_token, serve, ClientTls, ConfigError, ServeConfig,
-    ServeError,
+    connect_tcp, connect_unix, read_config, read_token, serve, unix_channel, ClientTls,
+    ConfigError, ServeConfig, ServeError,
 };
 pub use service::ProverService;

@@ -444,11 +444,12 @@ pub async fn serve(
     served
 }
 
-/// A client of the daemon on the unix socket at `path`.
-pub async fn connect_unix(path: &Path) -> Result<ProverClient<Channel>, tonic::transport::Error> {
+/// A gRPC channel to the daemon's unix socket at `path`, for any service it serves (the
+/// prover, server reflection).
+pub async fn unix_channel(path: &Path) -> Result<Channel, tonic::transport::Error> {
     let path = path.to_path_buf();
     // The URI is not used: every connection goes to the socket.
-    let channel = Endpoint::from_static("http://localhost")
+    Endpoint::from_static("http://localhost")
         .connect_with_connector(tower::service_fn(move |_| {
             let path = path.clone();
             async move {
@@ -456,8 +457,12 @@ pub async fn connect_unix(path: &Path) -> Result<ProverClient<Channel>, tonic::t
                 Ok::<_, std::io::Error>(TokioIo::new(stream))
             }
         }))
-        .await?;
-    Ok(ProverClient::new(channel)
+        .await
+}
+
+/// A client of the daemon on the unix socket at `path`.
+pub async fn connect_unix(path: &Path) -> Result<ProverClient<Channel>, tonic::transport::Error> {
+    Ok(ProverClient::new(unix_channel(path).await?)
         .max_decoding_message_size(usize::MAX)
         .max_encoding_message_size(usize::MAX))
 }

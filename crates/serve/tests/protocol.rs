@@ -14,7 +14,8 @@ use zkpipe_filecoin::{ParamsCache, ProveOptions, Prover};
 use zkpipe_pipeline::{Backend, Config, Engine};
 use zkpipe_serve::pb::{self, submit_request::Proof};
 use zkpipe_serve::{
-    connect_tcp, connect_unix, serve, ClientTls, Daemon, Limits, ProverService, ServeConfig,
+    connect_tcp, connect_unix, serve, unix_channel, ClientTls, Daemon, Limits, ProverService,
+    ServeConfig,
 };
 
 fn scratch(name: &str) -> PathBuf {
@@ -91,6 +92,17 @@ impl Drop for Running {
     }
 }
 
+/// GetStatus over TCP with the right token: an error when the connection or the call fails.
+async fn status_over_tcp(
+    addr: std::net::SocketAddr,
+    tls: Option<&ClientTls>,
+) -> Result<(), tonic::Status> {
+    match connect_tcp(addr, "tls-token", tls).await {
+        Ok(mut c) => c.get_status(pb::StatusRequest {}).await.map(|_| ()),
+        Err(e) => Err(tonic::Status::unavailable(e.to_string())),
+    }
+}
+
 #[test]
 fn tcp_serves_tls_with_the_token_and_refuses_plain_text() {
     let dir = scratch("tls");
@@ -124,10 +136,7 @@ fn tcp_serves_tls_with_the_token_and_refuses_plain_text() {
         let e = wrong.get_status(pb::StatusRequest {}).await.unwrap_err();
         assert_eq!(e.code(), Code::Unauthenticated, "{e}");
         // Plain text to a TLS port: no call gets through.
-        let plain = match connect_tcp(addr, "tls-token", None).await {
-            Ok(mut c) => c.get_status(pb::StatusRequest {}).await.map(|_| ()),
-            Err(e) => Err(tonic::Status::unavailable(e.to_string())),
-        };
+        let plain = status_over_tcp(addr, None).await;
         assert!(
             plain.is_err(),
             "a plain-text call to the TLS port was served"
@@ -137,10 +146,7 @@ fn tcp_serves_tls_with_the_token_and_refuses_plain_text() {
             domain: "example.org".into(),
             ..tls.clone()
         };
-        let mismatched = match connect_tcp(addr, "tls-token", Some(&other)).await {
-            Ok(mut c) => c.get_status(pb::StatusRequest {}).await.map(|_| ()),
-            Err(e) => Err(tonic::Status::unavailable(e.to_string())),
-        };
+        let mismatched = status_over_tcp(addr, Some(&other)).await;
         assert!(
             mismatched.is_err(),
             "a certificate for another name was taken"
@@ -181,17 +187,7 @@ fn reflection_names_the_service() {
     let _running = Running::start(&config, &dir);
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let socket = config.socket.clone();
-        let channel = tonic::transport::Endpoint::from_static("http://localhost")
-            .connect_with_connector(tower::service_fn(move |_| {
-                let socket = socket.clone();
-                async move {
-                    let s = tokio::net::UnixStream::connect(socket).await?;
-                    Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(s))
-                }
-            }))
-            .await
-            .unwrap();
+        let channel = unix_channel(&config.socket).await.unwrap();
         let mut c = ServerReflectionClient::new(channel);
         let request = ServerReflectionRequest {
             host: String::new(),
@@ -367,19 +363,7 @@ fn ten_thousand_fuzzed_requests_are_refused_and_the_daemon_serves_on() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let mut c = connect_unix(&config.socket).await.unwrap();
-        let channel = {
-            let socket = config.socket.clone();
-            tonic::transport::Endpoint::from_static("http://localhost")
-                .connect_with_connector(tower::service_fn(move |_| {
-                    let socket = socket.clone();
-                    async move {
-                        let s = tokio::net::UnixStream::connect(socket).await?;
-                        Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(s))
-                    }
-                }))
-                .await
-                .unwrap()
-        };
+        let channel = unix_channel(&config.socket).await.unwrap();
         let mut raw = tonic::client::Grpc::new(channel);
         let mut r = Rng(0x9e37_79b9_7f4a_7c15);
         let mut codes = std::collections::BTreeMap::<String, usize>::new();
