@@ -101,6 +101,7 @@ fn compare<C: Circuit<Scalar> + Clone + Send>(
 ) -> BenchResult<Report> {
     let (record_ms, rec) = seconds(|| record(circuit.clone(), CircuitId(name.into())));
     let rec = std::sync::Arc::new(rec?);
+    eprintln!("{name}: recorded in {record_ms:.0} ms");
     let mut full = Vec::new();
     let mut recorded = Vec::new();
     let mut evaluation = Vec::new();
@@ -159,6 +160,14 @@ fn compare<C: Circuit<Scalar> + Clone + Send>(
                 Some(p_ms)
             }
         };
+        let label = match i {
+            0 => "warm-up".to_string(),
+            i => format!("run {i} of {runs}"),
+        };
+        let parts_text = p_ms.map_or(String::new(), |ms| format!(", witness by parts {ms:.0} ms"));
+        eprintln!(
+            "{name}: {label}: full {f_ms:.0} ms, witness alone {r_ms:.0} ms{parts_text}, host evaluation {e_ms:.0} ms"
+        );
         if i > 0 {
             full.push(f_ms);
             recorded.push(r_ms);
