@@ -158,6 +158,17 @@ pub fn seal_sector(
     sector_size: u64,
     data: SectorData,
 ) -> Result<Sealed, FilecoinError> {
+    seal_sector_of(dir, sector_size, data, random_fr_bytes())
+}
+
+/// As [`seal_sector`], for the storage provider `prover_id` (the sectors of one WindowPoSt
+/// share theirs).
+pub fn seal_sector_of(
+    dir: &Path,
+    sector_size: u64,
+    data: SectorData,
+    prover_id: [u8; 32],
+) -> Result<Sealed, FilecoinError> {
     let registered = Registered::for_size(sector_size)?;
     let cache_dir = dir.join("cache");
     std::fs::create_dir_all(&cache_dir).map_err(io(&cache_dir))?;
@@ -165,7 +176,6 @@ pub fn seal_sector(
     let replica = dir.join("sealed");
     let piece = stage_piece(registered.seal, sector_size, data, &staged)?;
     File::create(&replica).map_err(io(&replica))?;
-    let prover_id = random_fr_bytes();
     let sector_id = rand::thread_rng().next_u64() >> 1;
     let ticket = random_fr_bytes();
     let pieces = vec![piece];
@@ -281,6 +291,40 @@ pub fn window_post(sealed: &Sealed) -> Result<WindowPoSt, FilecoinError> {
         randomness,
         prover_id: sealed.prover_id,
         vanilla_proofs: vec![post_vanilla(sealed, registered, &randomness)?],
+        partition: None,
+    })
+}
+
+/// WindowPoSt's inputs over the sectors `sealed` (of one prover and size; as many
+/// partitions as their count needs) for random randomness.
+pub fn window_post_over(sealed: &[Sealed]) -> Result<WindowPoSt, FilecoinError> {
+    let first = sealed.first().ok_or_else(|| FilecoinError::Mismatch {
+        what: "the sectors of a WindowPoSt",
+        expected: "one or more".into(),
+        got: "none".into(),
+    })?;
+    if let Some(other) = sealed.iter().find(|s| s.prover_id != first.prover_id) {
+        return Err(FilecoinError::Mismatch {
+            what: "the sectors of a WindowPoSt",
+            expected: format!("prover {}", hex::encode(first.prover_id)),
+            got: format!(
+                "sector {} of prover {}",
+                other.sector_id,
+                hex::encode(other.prover_id)
+            ),
+        });
+    }
+    let registered = first.registered.window;
+    let randomness = random_fr_bytes();
+    let vanilla_proofs = sealed
+        .iter()
+        .map(|s| post_vanilla(s, registered, &randomness))
+        .collect::<Result<_, _>>()?;
+    Ok(WindowPoSt {
+        registered_proof: registered,
+        randomness,
+        prover_id: first.prover_id,
+        vanilla_proofs,
         partition: None,
     })
 }

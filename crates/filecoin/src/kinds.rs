@@ -22,6 +22,7 @@ use zkpipe_r1cs::{CircuitId, Recording};
 
 use crate::prover::{PartitionCircuit, ReferenceOutput};
 use crate::request::{PoRepC2, SnapUpdate, WindowPoSt, WinningPoSt};
+use crate::schedule::Turn;
 use crate::Synthesis;
 use crate::{catch, FilecoinError, LoadedKey, ProofOutput, Prover, Request};
 
@@ -30,8 +31,8 @@ use crate::{catch, FilecoinError, LoadedKey, ProofOutput, Prover, Request};
 pub(crate) enum Step<'e> {
     /// Its key only (read or generated, then resident).
     Key,
-    /// Its proof, on this engine.
-    Prove(&'e Engine),
+    /// Its proof, on this engine, its partitions scheduled in this turn.
+    Prove(&'e Engine, Turn<'e>),
     /// Its proof by bellperson's `create_proof` on the CPU, with these r and s.
     Reference {
         r: blstrs::Scalar,
@@ -105,8 +106,9 @@ pub(crate) fn prove(
     prover: &Prover,
     engine: &Engine,
     request: &Request,
+    turn: Turn<'_>,
 ) -> Result<ProofOutput, FilecoinError> {
-    match run(prover, Step::Prove(engine), request)? {
+    match run(prover, Step::Prove(engine, turn), request)? {
         Done::Proof(p) => Ok(*p),
         _ => Err(FilecoinError::Unsupported {
             what: "a proof request that stopped elsewhere".into(),
@@ -140,8 +142,8 @@ where
     let key = key?;
     match step {
         Step::Key => Ok(Done::Key(key)),
-        Step::Prove(engine) => prover
-            .run_partitions(engine, key, count, make)
+        Step::Prove(engine, turn) => prover
+            .run_partitions(engine, turn, key, count, make)
             .map(|p| Done::Proof(Box::new(p))),
         Step::Reference { r, s } => bellperson_proofs(&key, count, make, r, s).map(Done::Reference),
     }
@@ -342,6 +344,26 @@ fn post_vanilla<Tree: 'static + MerkleTreeTrait>(
         .collect()
 }
 
+/// WindowPoSt's vanilla proofs in the order its verifier takes the sectors (ascending sector
+/// id: `verify_window_post` reads them from a map), whatever order the request gave: a proof
+/// made in another order is refused on chain. The same sector twice is an error.
+fn in_verifier_order<Tree: 'static + MerkleTreeTrait>(
+    mut vanilla: Vec<FallbackPoStSectorProof<Tree>>,
+) -> Result<Vec<FallbackPoStSectorProof<Tree>>, FilecoinError> {
+    vanilla.sort_by_key(|p| u64::from(p.sector_id));
+    if let Some(twice) = vanilla
+        .windows(2)
+        .find(|w| w[0].sector_id == w[1].sector_id)
+    {
+        return Err(FilecoinError::Mismatch {
+            what: "WindowPoSt's vanilla proofs",
+            expected: "one a sector".into(),
+            got: format!("two of sector {}", u64::from(twice[0].sector_id)),
+        });
+    }
+    Ok(vanilla)
+}
+
 /// The PoSt's public inputs: its randomness, the prover and each proven sector.
 fn post_inputs<Tree: 'static + MerkleTreeTrait>(
     randomness: &[u8; 32],
@@ -423,7 +445,7 @@ fn window_post<Tree: 'static + MerkleTreeTrait>(
     r: &WindowPoSt,
 ) -> Result<Done, FilecoinError> {
     let config = post_config(r.registered_proof, PoStType::Window)?;
-    let vanilla = post_vanilla::<Tree>(&r.vanilla_proofs)?;
+    let vanilla = in_verifier_order(post_vanilla::<Tree>(&r.vanilla_proofs)?)?;
     let sectors_a_partition = config.sector_count;
     let partitions = vanilla.len().div_ceil(sectors_a_partition);
     let setup = compound_proof::SetupParams {

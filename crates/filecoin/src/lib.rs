@@ -40,6 +40,7 @@ mod kinds;
 pub mod params;
 mod prover;
 pub mod request;
+pub mod schedule;
 pub mod shaped;
 pub mod verify;
 
@@ -52,6 +53,7 @@ pub use prover::{
     Synthesis,
 };
 pub use request::{PoRepC2, Request, SnapUpdate, WindowPoSt, WinningPoSt};
+pub use schedule::{Priority, Scheduling, Turn};
 
 /// What went wrong with a Filecoin proof: the input, the parameters, or the proving.
 #[derive(Debug, thiserror::Error)]
@@ -179,6 +181,11 @@ pub enum FilecoinError {
         partition: usize,
         source: zkpipe_pipeline::ProveError,
     },
+    /// The caller cancelled the proof: its partitions not yet started were never started.
+    #[error(
+        "cancelled with {proved} of {partitions} partitions proved; those not started never ran"
+    )]
+    Cancelled { proved: usize, partitions: usize },
 }
 
 impl FilecoinError {
@@ -187,7 +194,9 @@ impl FilecoinError {
     pub fn is_bad_input(&self) -> bool {
         !matches!(
             self,
-            FilecoinError::Prove { .. } | FilecoinError::ParamsIo { .. }
+            FilecoinError::Prove { .. }
+                | FilecoinError::ParamsIo { .. }
+                | FilecoinError::Cancelled { .. }
         )
     }
 

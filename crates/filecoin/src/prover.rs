@@ -17,6 +17,7 @@ use zkpipe_pipeline::{
 use zkpipe_bellperson::RecordedError;
 use zkpipe_r1cs::Recording;
 
+use crate::schedule::{Gates, Permit, Scheduling, Turn};
 use crate::{catch, FilecoinError, LoadedKey, ParamsCache, Request};
 
 /// How long a synthesizing thread waits for the engine to lend witness memory.
@@ -133,21 +134,42 @@ pub(crate) struct PartitionCircuit<C> {
 pub struct Prover {
     pub(crate) params: ParamsCache,
     pub(crate) options: ProveOptions,
+    /// Where the partitions of the proofs run at once wait their turn.
+    gates: Gates,
 }
 
-/// A partition submitted to the engine.
-struct Submitted {
+/// A partition submitted to the engine, holding its slot there until its proof is back.
+struct Submitted<'g> {
     partition: usize,
     handle: JobHandle,
     constraints: usize,
     synthesis_ms: f64,
     started: Instant,
+    _on_engine: Permit<'g>,
 }
 
 impl Prover {
     /// A prover reading (and for test sizes generating) parameters through `params`.
     pub fn new(params: ParamsCache, options: ProveOptions) -> Self {
-        Self { params, options }
+        Self {
+            params,
+            options,
+            gates: Gates::new(Scheduling::UNLIMITED),
+        }
+    }
+
+    /// The same prover with its partitions scheduled under `scheduling`: for a daemon that
+    /// runs proofs of several priorities at once ([`Prover::prove_in_turn`]).
+    pub fn with_scheduling(self, scheduling: Scheduling) -> Self {
+        Self {
+            gates: Gates::new(scheduling),
+            ..self
+        }
+    }
+
+    /// How it runs.
+    pub fn options(&self) -> &ProveOptions {
+        &self.options
     }
 
     /// The parameter files.
@@ -158,7 +180,20 @@ impl Prover {
     /// Proves `request` on `engine`: filecoin-proofs' bytes for it, each partition proof
     /// checked before it was returned.
     pub fn prove(&self, engine: &Engine, request: &Request) -> Result<ProofOutput, FilecoinError> {
-        crate::kinds::prove(self, engine, request)
+        crate::kinds::prove(self, engine, request, Turn::NORMAL)
+    }
+
+    /// As [`Prover::prove`], each partition waiting for its synthesis and its engine slot in
+    /// `turn` (highest priority first; see [`crate::schedule`]). Once `turn.cancel` is set,
+    /// no partition starts and the proof ends [`FilecoinError::Cancelled`] when those on the
+    /// engine are back.
+    pub fn prove_in_turn(
+        &self,
+        engine: &Engine,
+        request: &Request,
+        turn: Turn<'_>,
+    ) -> Result<ProofOutput, FilecoinError> {
+        crate::kinds::prove(self, engine, request, turn)
     }
 
     /// `request` proved by bellperson's `create_proof` on the CPU with `r` and `s`, on the same
@@ -185,6 +220,7 @@ impl Prover {
     pub(crate) fn run_partitions<C, F>(
         &self,
         engine: &Engine,
+        turn: Turn<'_>,
         key: LoadedKey,
         count: usize,
         make: F,
@@ -203,7 +239,7 @@ impl Prover {
         let next = AtomicUsize::new(0);
         let stop = AtomicBool::new(false);
         let threads = self.options.synthesis_threads.clamp(1, count.max(1));
-        let (tx, rx) = channel::unbounded::<Result<Submitted, FilecoinError>>();
+        let (tx, rx) = channel::unbounded::<Result<Submitted<'_>, FilecoinError>>();
         let mut done: Vec<Option<(Proof, PartitionReport)>> = (0..count).map(|_| None).collect();
         let mut first_error = None;
         std::thread::scope(|scope| {
@@ -216,7 +252,7 @@ impl Prover {
                     if k >= count || stop.load(Ordering::SeqCst) {
                         break;
                     }
-                    let submitted = self.submit(engine, key, recording, k, make);
+                    let submitted = self.submit(engine, turn, key, recording, k, make);
                     let failed = submitted.is_err();
                     if tx.send(submitted).is_err() || failed {
                         break;
@@ -225,8 +261,14 @@ impl Prover {
             }
             drop(tx);
             for submitted in rx {
-                let outcome = submitted
-                    .and_then(|s| self.wait_checked(engine, &key, recording.as_ref(), s, &make));
+                if first_error.is_some() {
+                    // Failed or cancelled: a partition still queued on the engine is dropped
+                    // with its handle; one running there finishes unawaited.
+                    continue;
+                }
+                let outcome = submitted.and_then(|s| {
+                    self.wait_checked(engine, turn, &key, recording.as_ref(), s, &make)
+                });
                 match outcome {
                     Ok((proof, report)) => {
                         let k = report.partition;
@@ -250,7 +292,13 @@ impl Prover {
             }
         });
         if let Some(e) = first_error {
-            return Err(e);
+            return Err(match e {
+                FilecoinError::Cancelled { .. } => FilecoinError::Cancelled {
+                    proved: done.iter().filter(|d| d.is_some()).count(),
+                    partitions: count,
+                },
+                other => other,
+            });
         }
         let mut proofs = Vec::with_capacity(count);
         let mut partitions = Vec::with_capacity(count);
@@ -275,16 +323,18 @@ impl Prover {
         })
     }
 
-    /// Builds partition `k`'s circuit, synthesizes it into witness memory the engine lends,
-    /// checks its public inputs against the verifier's, and submits it.
+    /// In `turn`: builds partition `k`'s circuit, synthesizes it into witness memory the
+    /// engine lends, checks its public inputs against the verifier's, and submits it (each
+    /// step once the partition's turn at its gate comes).
     fn submit<C, F>(
         &self,
         engine: &Engine,
+        turn: Turn<'_>,
         key: &LoadedKey,
         recording: Option<&Arc<Recording>>,
         k: usize,
         make: &F,
-    ) -> Result<Submitted, FilecoinError>
+    ) -> Result<Submitted<'_>, FilecoinError>
     where
         C: Circuit<Scalar> + Send,
         F: Fn(usize) -> Result<PartitionCircuit<C>, FilecoinError> + Sync,
@@ -294,6 +344,11 @@ impl Prover {
             partition: k,
             source,
         };
+        let cancelled = || FilecoinError::Cancelled {
+            proved: 0,
+            partitions: 0,
+        };
+        let synthesizing = self.gates.synthesis.enter(turn).ok_or_else(cancelled)?;
         let part = catch("building the partition's circuit", Some(k), || make(k))??;
         let witness = match recording {
             None => {
@@ -327,15 +382,18 @@ impl Prover {
         }
         let constraints = witness.constraints();
         let synthesis_ms = started.elapsed().as_secs_f64() * 1e3;
+        let on_engine = self.gates.engine.enter(turn).ok_or_else(cancelled)?;
         let handle = engine
             .submit(&key.key, witness, self.options.randomness)
             .map_err(|e| job_error(key, k, e))?;
+        drop(synthesizing);
         Ok(Submitted {
             partition: k,
             handle,
             constraints,
             synthesis_ms,
             started,
+            _on_engine: on_engine,
         })
     }
 
@@ -344,9 +402,10 @@ impl Prover {
     fn wait_checked<C, F>(
         &self,
         engine: &Engine,
+        turn: Turn<'_>,
         key: &LoadedKey,
         recording: Option<&Arc<Recording>>,
-        s: Submitted,
+        s: Submitted<'_>,
         make: &F,
     ) -> Result<(Proof, PartitionReport), FilecoinError>
     where
@@ -359,8 +418,13 @@ impl Prover {
             constraints,
             mut synthesis_ms,
             started,
+            _on_engine,
         } = s;
-        let (result, retried) = match handle.wait_report() {
+        let result = handle.wait_report();
+        // The partition's engine slot is free once its job is back; a retry waits its turn
+        // again.
+        drop(_on_engine);
+        let (result, retried) = match result {
             Err(e @ ProveError::ProofRejected { .. }) => {
                 tracing::warn!(partition = k, error = %e, retry = ?self.options.retry, "a partition proof failed its check: proving it again");
                 let cpu;
@@ -376,7 +440,7 @@ impl Prover {
                         &cpu
                     }
                 };
-                let again = self.submit(retry_engine, key, recording, k, make)?;
+                let again = self.submit(retry_engine, turn, key, recording, k, make)?;
                 synthesis_ms += again.synthesis_ms;
                 (again.handle.wait_report(), true)
             }

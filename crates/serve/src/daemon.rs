@@ -3,56 +3,20 @@
 //! who lost its connection can still await them.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
-use zkpipe_filecoin::{Prover, Request};
+use zkpipe_filecoin::{FilecoinError, Prover, Request, Scheduling, Turn};
 use zkpipe_pipeline::Engine;
 
-/// A job's priority: the queue it waits in. Higher levels are taken first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Priority {
-    Low,
-    Normal,
-    High,
-    Critical,
-}
+pub use zkpipe_filecoin::Priority;
 
-impl Priority {
-    /// Every level, highest first.
-    pub const ALL: [Priority; 4] = [
-        Priority::Critical,
-        Priority::High,
-        Priority::Normal,
-        Priority::Low,
-    ];
-
-    /// A kind's own priority: WinningPoSt must be done within its epoch, WindowPoSt within
-    /// its deadline's window; sealing can wait.
-    pub fn of(request: &Request) -> Self {
-        match request {
-            Request::WinningPoSt(_) => Priority::Critical,
-            Request::WindowPoSt(_) => Priority::High,
-            Request::PoRepC2(_) | Request::Snap(_) => Priority::Normal,
-        }
-    }
-
-    fn index(self) -> usize {
-        self as usize
-    }
-
-    /// Its name in metrics and status.
-    pub fn name(self) -> &'static str {
-        match self {
-            Priority::Low => "low",
-            Priority::Normal => "normal",
-            Priority::High => "high",
-            Priority::Critical => "critical",
-        }
-    }
+/// The queue of `p`'s level.
+fn level(p: Priority) -> usize {
+    p as usize
 }
 
 /// Where a job is.
@@ -120,11 +84,24 @@ pub enum DaemonError {
     ShuttingDown,
 }
 
+/// Which jobs a worker takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lane {
+    /// Any, highest priority first.
+    Any,
+    /// HIGH and CRITICAL only: a worker kept for them, so that an urgent proof starts at once
+    /// while every other worker runs a long one (its partitions then go ahead of theirs at
+    /// the prover's gates).
+    Urgent,
+}
+
 /// The daemon's limits and sizes.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
-    /// Jobs run at once.
+    /// Jobs of any priority run at once.
     pub workers: usize,
+    /// Workers besides those that take only HIGH and CRITICAL jobs.
+    pub urgent_workers: usize,
     /// Jobs that may wait in the queues at once.
     pub queue: usize,
     /// How long an ended job is kept for a late await.
@@ -135,6 +112,7 @@ impl Default for Limits {
     fn default() -> Self {
         Self {
             workers: 2,
+            urgent_workers: 1,
             queue: 10_000,
             keep_finished: Duration::from_secs(3600),
         }
@@ -251,6 +229,8 @@ struct Job {
     started: Option<Instant>,
     ended: Option<Instant>,
     phase: watch::Sender<Phase>,
+    /// Set to cancel the job while it runs: its partitions not yet started never start.
+    cancel: Arc<AtomicBool>,
 }
 
 impl Job {
@@ -319,11 +299,13 @@ impl State {
         self.queues.iter().map(VecDeque::len).sum()
     }
 
-    /// The next job to run: the oldest of the highest level that has one.
-    fn pop(&mut self) -> Option<String> {
+    /// The next job a worker of `lane` runs: the oldest of the highest level it takes that
+    /// has one.
+    fn pop(&mut self, lane: Lane) -> Option<String> {
         Priority::ALL
-            .iter()
-            .find_map(|p| self.queues[p.index()].pop_front())
+            .into_iter()
+            .filter(|p| lane == Lane::Any || p.is_urgent())
+            .find_map(|p| self.queues[level(p)].pop_front())
     }
 
     /// Ends every queued job whose deadline has passed (EXPIRED, never run); gives the
@@ -383,7 +365,7 @@ impl State {
             usize,
         > = Default::default();
         for p in Priority::ALL {
-            for id in &self.queues[p.index()] {
+            for id in &self.queues[level(p)] {
                 if let Some(j) = self.jobs.get(id) {
                     *queues.entry((std::cmp::Reverse(p), j.kind)).or_default() += 1;
                 }
@@ -452,8 +434,13 @@ impl std::fmt::Debug for Daemon {
 }
 
 impl Daemon {
-    /// Starts `limits.workers` workers proving on `engine` with `prover`.
+    /// Starts `limits.workers` workers (and `limits.urgent_workers` for HIGH and CRITICAL
+    /// jobs) proving on `engine` with `prover`, whose partitions are the work items: each
+    /// waits for one of the prover's synthesis slots and for one of the engine's workers in
+    /// its job's priority ([`zkpipe_filecoin::schedule`]).
     pub fn start(prover: Prover, engine: Engine, limits: Limits) -> Arc<Self> {
+        let slots = Scheduling::for_engine(engine.workers(), prover.options().synthesis_threads);
+        let prover = prover.with_scheduling(slots);
         let started = Instant::now();
         let run_tag = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -469,12 +456,15 @@ impl Daemon {
             started,
             run_tag,
         });
-        let workers = (0..limits.workers.max(1))
-            .map(|i| {
+        let lanes = std::iter::repeat_n(Lane::Any, limits.workers.max(1))
+            .chain(std::iter::repeat_n(Lane::Urgent, limits.urgent_workers));
+        let workers = lanes
+            .enumerate()
+            .map(|(i, lane)| {
                 let shared = Arc::clone(&shared);
                 std::thread::Builder::new()
                     .name(format!("zkpipe-serve-{i}"))
-                    .spawn(move || work(&shared))
+                    .spawn(move || work(&shared, lane))
             })
             .filter_map(|spawned| match spawned {
                 Ok(handle) => Some(handle),
@@ -553,12 +543,14 @@ impl Daemon {
                 started: None,
                 ended: None,
                 phase,
+                cancel: Arc::new(AtomicBool::new(false)),
             },
         );
         st.requests.insert(request_id.to_string(), id.clone());
-        st.queues[priority.index()].push_back(id.clone());
+        st.queues[level(priority)].push_back(id.clone());
         drop(st);
-        self.shared.work.notify_one();
+        // Every worker: one of the urgent lane would not take a routine job.
+        self.shared.work.notify_all();
         if deadline.is_some() {
             self.shared.deadlines.notify_one();
         }
@@ -587,18 +579,24 @@ impl Daemon {
             .ok_or_else(|| DaemonError::UnknownJob(id.to_string()))
     }
 
-    /// Cancels the job `id` if it is queued; a running or ended job is left as it is. Gives
-    /// the job's phase after the call.
+    /// Cancels the job `id`: a queued job ends CANCELLED now; a running one stops starting
+    /// partitions and ends CANCELLED once those on the engine are back (kernels are not
+    /// stopped); an ended job is left as it is. Gives the job's phase after the call.
     pub fn cancel(&self, id: &str) -> Result<Phase, DaemonError> {
         let mut st = self.shared.lock();
         let job = st
             .jobs
             .get(id)
             .ok_or_else(|| DaemonError::UnknownJob(id.to_string()))?;
-        if *job.phase.borrow() == Phase::Pending {
-            let priority = job.priority;
-            st.queues[priority.index()].retain(|q| q != id);
-            st.end_job(id, Phase::Cancelled("cancelled by the caller".into()));
+        let phase = job.phase.borrow().clone();
+        match phase {
+            Phase::Pending => {
+                let priority = job.priority;
+                st.queues[level(priority)].retain(|q| q != id);
+                st.end_job(id, Phase::Cancelled("cancelled by the caller".into()));
+            }
+            Phase::Running => job.cancel.store(true, Ordering::SeqCst),
+            _ => {}
         }
         let phase = st
             .jobs
@@ -626,8 +624,8 @@ impl Daemon {
         let (jobs, queues) = st.in_flight();
         Status {
             uptime_s: self.shared.started.elapsed().as_secs_f64(),
-            workers: self.shared.limits.workers.max(1),
-            pending: Priority::ALL.map(|p| (p, st.queues[p.index()].len())),
+            workers: self.shared.limits.workers.max(1) + self.shared.limits.urgent_workers,
+            pending: Priority::ALL.map(|p| (p, st.queues[level(p)].len())),
             queues,
             running: st.running,
             counts: st.counts,
@@ -650,7 +648,7 @@ impl Daemon {
         {
             let mut st = self.shared.lock();
             st.draining = true;
-            while let Some(id) = st.pop() {
+            while let Some(id) = st.pop(Lane::Any) {
                 st.end_job(
                     &id,
                     Phase::Cancelled("the daemon shut down before it ran".into()),
@@ -711,15 +709,15 @@ fn end(job: &mut Job, phase: Phase) {
     job.phase.send_replace(phase);
 }
 
-/// A worker: takes the next job, proves it, records the outcome; returns once the daemon
-/// drains and nothing is queued.
-fn work(shared: &Shared) {
+/// A worker of `lane`: takes the next job, proves it, records the outcome; returns once the
+/// daemon drains and nothing is queued.
+fn work(shared: &Shared, lane: Lane) {
     loop {
-        let (id, request) = {
+        let (id, request, priority, cancel) = {
             let mut st = shared.lock();
             let next = loop {
                 st.expire(Instant::now());
-                if let Some(id) = st.pop() {
+                if let Some(id) = st.pop(lane) {
                     break id;
                 }
                 if st.draining {
@@ -737,22 +735,31 @@ fn work(shared: &Shared) {
             job.started = Some(started);
             job.phase.send_replace(Phase::Running);
             let (kind, waited) = (job.kind, started.duration_since(job.submitted));
+            let (priority, cancel) = (job.priority, Arc::clone(&job.cancel));
             st.kinds
                 .entry(kind)
                 .or_default()
                 .queue_wait_s
                 .observe(waited.as_secs_f64());
             st.running += 1;
-            (next, request)
+            (next, request, priority, cancel)
         };
-        tracing::info!(job = %id, kind = request.kind(), "job started");
-        let outcome = shared.prover.prove(&shared.engine, &request);
+        tracing::info!(job = %id, kind = request.kind(), priority = priority.name(), "job started");
+        let turn = Turn {
+            priority,
+            cancel: Some(&cancel),
+        };
+        let outcome = shared.prover.prove_in_turn(&shared.engine, &request, turn);
         let mut st = shared.lock();
         st.running -= 1;
         let phase = match outcome {
             Ok(out) => {
                 tracing::info!(job = %id, kind = request.kind(), partitions = out.partitions.len(), "job completed");
                 Phase::Completed(Arc::new(out.bytes))
+            }
+            Err(e @ FilecoinError::Cancelled { .. }) => {
+                tracing::info!(job = %id, kind = request.kind(), outcome = %e, "job cancelled");
+                Phase::Cancelled(format!("cancelled by the caller while it ran: {e}"))
             }
             Err(e) => {
                 tracing::warn!(job = %id, kind = request.kind(), error = %e, "job failed");
@@ -782,10 +789,21 @@ mod tests {
             ("c2", Priority::Critical),
         ];
         for (id, p) in queued {
-            st.queues[p.index()].push_back(id.to_string());
+            st.queues[level(p)].push_back(id.to_string());
         }
         assert_eq!(st.pending(), 6);
-        let order: Vec<String> = std::iter::from_fn(|| st.pop()).collect();
+        let urgent: Vec<String> = std::iter::from_fn(|| st.pop(Lane::Urgent)).collect();
+        assert_eq!(
+            urgent,
+            ["c1", "c2", "h1"],
+            "the urgent lane takes only its levels"
+        );
+        let order: Vec<String> = std::iter::from_fn(|| st.pop(Lane::Any)).collect();
+        assert_eq!(order, ["n1", "n2", "l1"]);
+        for (id, p) in queued {
+            st.queues[level(p)].push_back(id.to_string());
+        }
+        let order: Vec<String> = std::iter::from_fn(|| st.pop(Lane::Any)).collect();
         assert_eq!(order, ["c1", "c2", "h1", "n1", "n2", "l1"]);
     }
 }

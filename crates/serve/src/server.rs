@@ -41,9 +41,13 @@ pub struct ServeConfig {
     /// without one the address must be a loopback address.
     #[serde(default)]
     pub http: Option<std::net::SocketAddr>,
-    /// Jobs proved at once. Default 2.
+    /// Jobs of any priority proved at once. Default 2.
     #[serde(default = "default_jobs")]
     pub jobs: usize,
+    /// Jobs besides those, of HIGH and CRITICAL priority only (WindowPoSt, WinningPoSt), so
+    /// that one starts at once while long jobs run. Default 1.
+    #[serde(default = "default_urgent_jobs")]
+    pub urgent_jobs: usize,
     /// Jobs that may wait at once. Default 10000.
     #[serde(default = "default_queue")]
     pub queue: usize,
@@ -58,8 +62,9 @@ pub struct ServeConfig {
     /// `FIL_PROOFS_PARAMETER_CACHE`, else /var/tmp/filecoin-proof-parameters.
     #[serde(default)]
     pub params_dir: Option<PathBuf>,
-    /// Partitions synthesized at once. Default 2.
-    #[serde(default = "default_jobs")]
+    /// Partitions synthesized at once across all jobs, each into a witness the engine lends;
+    /// where there are two or more, one is kept for HIGH and CRITICAL jobs. Default 3.
+    #[serde(default = "default_synthesis")]
     pub synthesis_threads: usize,
 }
 
@@ -68,6 +73,12 @@ fn default_socket() -> PathBuf {
 }
 fn default_jobs() -> usize {
     2
+}
+fn default_synthesis() -> usize {
+    3
+}
+fn default_urgent_jobs() -> usize {
+    1
 }
 fn default_queue() -> usize {
     10_000
@@ -102,11 +113,12 @@ impl Default for ServeConfig {
             tls_key: None,
             http: None,
             jobs: default_jobs(),
+            urgent_jobs: default_urgent_jobs(),
             queue: default_queue(),
             keep_finished_s: default_keep(),
             max_message: default_message(),
             params_dir: None,
-            synthesis_threads: default_jobs(),
+            synthesis_threads: default_synthesis(),
         }
     }
 }
@@ -116,6 +128,7 @@ impl ServeConfig {
     pub fn limits(&self) -> crate::Limits {
         crate::Limits {
             workers: self.jobs.max(1),
+            urgent_workers: self.urgent_jobs,
             queue: self.queue,
             keep_finished: std::time::Duration::from_secs(self.keep_finished_s),
         }

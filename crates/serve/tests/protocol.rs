@@ -131,7 +131,11 @@ fn tcp_serves_tls_with_the_token_and_refuses_plain_text() {
             .await
             .expect("connects over TLS");
         let status = c.get_status(pb::StatusRequest {}).await.expect("served");
-        assert_eq!(status.into_inner().workers, 2);
+        assert_eq!(
+            status.into_inner().workers,
+            3,
+            "two workers and one for urgent jobs"
+        );
         let mut wrong = connect_tcp(addr, "other", Some(&tls)).await.unwrap();
         let e = wrong.get_status(pb::StatusRequest {}).await.unwrap_err();
         assert_eq!(e.code(), Code::Unauthenticated, "{e}");

@@ -461,13 +461,14 @@ fn queued_jobs_are_cancelled_or_expire_and_a_draining_daemon_takes_none() {
     let phase = d.cancel(&second.id).unwrap();
     assert!(matches!(phase, Phase::Cancelled(_)), "{phase:?}");
     // A job that must start within a millisecond, behind the running one: it expires while
-    // the only worker is busy, and its waiter hears at once, without running it.
+    // the only worker that takes LOW jobs is busy, and its waiter hears at once, without
+    // running it.
     let late = d
         .submit(
             "e",
             digest(5),
             request.clone(),
-            zkpipe_serve::Priority::Critical,
+            zkpipe_serve::Priority::Low,
             Some(Duration::from_millis(1)),
         )
         .unwrap();
@@ -523,4 +524,118 @@ fn queued_jobs_are_cancelled_or_expire_and_a_draining_daemon_takes_none() {
     assert_eq!(status.running, 0);
     assert_eq!(status.counts.completed + status.counts.cancelled, 3);
     assert_eq!(status.counts.expired, 1);
+}
+
+/// Waits until job `id` has ended, up to `limit`.
+fn ended(d: &Daemon, id: &str, limit: Duration) -> zkpipe_serve::daemon::Phase {
+    use zkpipe_serve::daemon::Phase;
+    let mut rx = d.watch(id).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        tokio::time::timeout(limit, rx.wait_for(Phase::is_final))
+            .await
+            .expect("the job ends in time")
+            .expect("the job is there")
+            .clone()
+    })
+}
+
+/// Waits until job `id` runs.
+fn running(d: &Daemon, id: &str) {
+    use zkpipe_serve::daemon::Phase;
+    let t = std::time::Instant::now();
+    while d.view(id).unwrap().phase == Phase::Pending {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "job {id} did not start: {:?}",
+            d.status()
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+#[test]
+fn partitions_are_the_work_items_an_urgent_proof_goes_ahead_and_cancel_stops_a_running_one() {
+    use zkpipe_serve::daemon::Phase;
+    use zkpipe_serve::Priority;
+    params_dir();
+    let dir = scratch("partitions");
+    // Eight sectors of one provider: a WindowPoSt of four 2 KiB partitions (two sectors
+    // each), run as a NORMAL job; one sector's WindowPoSt as the CRITICAL one.
+    let prover_id = {
+        let mut id = [0u8; 32];
+        id[..8].copy_from_slice(&std::process::id().to_le_bytes().repeat(2));
+        id
+    };
+    let sealed: Vec<_> = (0..8)
+        .map(|i| {
+            gen::seal_sector_of(
+                &dir.join(format!("sector-{i}")),
+                KIB2,
+                SectorData::Random,
+                prover_id,
+            )
+            .expect("seals")
+        })
+        .collect();
+    let long = Request::WindowPoSt(gen::window_post_over(&sealed).expect("vanilla proofs"));
+    let urgent = Request::WindowPoSt(gen::window_post_over(&sealed[..1]).expect("vanilla proofs"));
+    // One worker for any job and one for urgent ones, on a one-worker CPU engine: without
+    // partitions as work items the urgent proof would queue behind the long one's partitions.
+    let d = daemon(1);
+    let digest = |i: u8| blake3::hash(&[i]);
+    let first = d
+        .submit("long", digest(1), long.clone(), Priority::Normal, None)
+        .unwrap();
+    running(&d, &first.id);
+    let second = d
+        .submit(
+            "urgent",
+            digest(2),
+            urgent.clone(),
+            Priority::Critical,
+            None,
+        )
+        .unwrap();
+    let limit = Duration::from_secs(600);
+    let urgent_phase = ended(&d, &second.id, limit);
+    let long_when_urgent_ended = d.view(&first.id).unwrap().phase;
+    let Phase::Completed(urgent_proof) = urgent_phase else {
+        panic!("the urgent proof: {urgent_phase:?}");
+    };
+    assert_eq!(
+        long_when_urgent_ended,
+        Phase::Running,
+        "the urgent proof ended while the long one still had partitions to prove"
+    );
+    let Phase::Completed(long_proof) = ended(&d, &first.id, limit) else {
+        panic!("the long proof ended");
+    };
+    assert_eq!(long_proof.len(), 4 * 192, "four partitions");
+    assert!(zkpipe_filecoin::verify::with_filecoin_proofs(&long, &long_proof).unwrap());
+    assert!(zkpipe_filecoin::verify::with_filecoin_proofs(&urgent, &urgent_proof).unwrap());
+    // Cancelling a running job: its partitions not started never start, and it ends
+    // CANCELLED, saying how far it went.
+    let third = d
+        .submit("cancelled", digest(3), long, Priority::Normal, None)
+        .unwrap();
+    running(&d, &third.id);
+    assert_eq!(d.cancel(&third.id).unwrap(), Phase::Running);
+    match ended(&d, &third.id, limit) {
+        Phase::Cancelled(why) => {
+            assert!(why.contains("while it ran"), "{why}");
+            assert!(!why.contains("4 of 4"), "it stopped early: {why}");
+        }
+        other => panic!("the cancelled job: {other:?}"),
+    }
+    let status = d.status();
+    assert_eq!((status.counts.completed, status.counts.cancelled), (2, 1));
+    // The daemon goes on: a job after the cancel is proved.
+    let fourth = d
+        .submit("after", digest(4), urgent, Priority::Low, None)
+        .unwrap();
+    assert!(matches!(ended(&d, &fourth.id, limit), Phase::Completed(_)));
 }

@@ -55,6 +55,8 @@ pub struct Engine {
     next_id: AtomicU64,
     stop_sampler: Arc<AtomicBool>,
     description: String,
+    /// Jobs the engine runs at once: its GPU workers, or its CPU workers.
+    workers: usize,
     pin_key: bool,
     /// The pool [`Engine::lend_evaluations`] lends from, and a lock so that lenders take
     /// their three buffers one at a time (two lenders holding part of a set each could
@@ -80,6 +82,7 @@ impl Engine {
         cfg.check()?;
         let Backends { devices, workers } = backends(&cfg)?;
         let description = describe(&cfg, &devices, workers.len());
+        let worker_count = workers.len();
         tracing::info!(backend = %description, "engine started");
         let stats = Arc::new(Counters::default());
         let (jobs_tx, jobs_rx) = bounded::<Job>(cfg.queue_capacity.max(1));
@@ -126,11 +129,18 @@ impl Engine {
             next_id: AtomicU64::new(1),
             stop_sampler,
             description,
+            workers: worker_count,
             pin_key: cfg.pin_key,
             witness_pool,
             unpinnable: Mutex::new(std::collections::HashSet::new()),
             abandon,
         })
+    }
+
+    /// Jobs the engine runs at once (its workers): a scheduler that keeps no more than this
+    /// on the engine keeps its queue empty.
+    pub fn workers(&self) -> usize {
+        self.workers
     }
 
     /// What the engine runs on, for logs.
