@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use zkpipe_filecoin::{ParamsCache, ProveOptions, Prover};
+use zkpipe_filecoin::{KeyKind, KeyName, ParamsCache, ProveOptions, Prover};
 use zkpipe_pipeline::{Backend, Engine};
 use zkpipe_serve::pb::{self, submit_request::Proof};
 use zkpipe_serve::{Daemon, ProverService};
@@ -68,8 +68,20 @@ pub fn serve(a: &ServeArgs) -> Result<(), Failure> {
         .unwrap_or_else(crate::filecoin::default_params_dir);
     // filecoin-proofs' verifiers (the check of each proof) read the same directory.
     std::env::set_var(zkpipe_filecoin::params::PARAMETER_CACHE_ENV, &dir);
+    let preload = cfg
+        .preload
+        .iter()
+        .map(|s| {
+            s.parse::<KeyName>()
+                .map_err(|e| Failure::Usage(format!("[serve] preload: {e}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let params = match cfg.key_budget {
+        Some(bytes) => ParamsCache::new(&dir).with_key_budget(bytes),
+        None => ParamsCache::new(&dir),
+    };
     let prover = Prover::new(
-        ParamsCache::new(&dir),
+        params,
         ProveOptions {
             synthesis_threads: cfg.synthesis_threads.max(1),
             ..ProveOptions::default()
@@ -82,6 +94,16 @@ pub fn serve(a: &ServeArgs) -> Result<(), Failure> {
         dir.display()
     );
     let daemon = Daemon::start(prover, engine, cfg.limits());
+    for name in preload {
+        let key = daemon
+            .preload(name)
+            .map_err(|e| Failure::Usage(format!("[serve] preload {name}: {e}")))?;
+        crate::say!(
+            "preloaded {name}: {} ({} bytes)",
+            key.path.display(),
+            key.key.bytes()
+        );
+    }
     let service = ProverService::new(Arc::clone(&daemon));
     runtime()?
         .block_on(zkpipe_serve::serve(
@@ -195,8 +217,12 @@ enum ClientCommand {
         #[arg(long)]
         out: Option<PathBuf>,
     },
-    /// Cancel a queued job.
+    /// Cancel a job: a queued one now, a running one at its next partition.
     Cancel { job_id: String },
+    /// Read a proving key into the daemon (and page-lock it on a GPU) before its first proof.
+    Preload(KeyArgs),
+    /// Let go of a proving key no job holds.
+    Evict(KeyArgs),
     /// The daemon's status, as JSON.
     Status,
     /// The daemon's and the engine's figures, in the Prometheus text format.
@@ -204,6 +230,29 @@ enum ClientCommand {
     /// A mix of proof kinds at given rates for a given time: proofs per hour and latency
     /// percentiles per kind (a table on standard error, JSON on standard output).
     Bench(crate::serve_bench::BenchArgs),
+}
+
+/// A proving key by what it proves.
+#[derive(Debug, clap::Args)]
+struct KeyArgs {
+    /// porep-c2, window-post, winning-post or snap.
+    #[arg(long, value_parser = |s: &str| s.parse::<KeyKind>().map_err(|e| e.to_string()))]
+    kind: KeyKind,
+    /// 2KiB, 8MiB, 512MiB, 32GiB or 64GiB.
+    #[arg(long, value_parser = |s: &str| zkpipe_filecoin::keys::parse_sector_size(s).map_err(|e| e.to_string()))]
+    sector_size: u64,
+}
+
+impl KeyArgs {
+    fn pb_kind(&self) -> i32 {
+        let kind = match self.kind {
+            KeyKind::PorepC2 => pb::KeyKind::PorepC2,
+            KeyKind::WindowPost => pb::KeyKind::WindowPost,
+            KeyKind::WinningPost => pb::KeyKind::WinningPost,
+            KeyKind::Snap => pb::KeyKind::Snap,
+        };
+        kind.into()
+    }
 }
 
 fn read(path: &PathBuf) -> Result<Vec<u8>, Failure> {
@@ -389,6 +438,42 @@ macro_rules! call {
                     Box::pin(async move { c.prove(req).await.map(|r| r.into_inner()) })
                 });
                 crate::serve_bench::run(args, call).await
+            }
+            ClientCommand::Preload(k) => {
+                let r = c
+                    .preload_key(pb::PreloadKeyRequest {
+                        kind: k.pb_kind(),
+                        sector_size: k.sector_size,
+                    })
+                    .await
+                    .map_err(status)?
+                    .into_inner();
+                let key = r.key.unwrap_or_default();
+                println!(
+                    "{}",
+                    serde_json::json!({
+                        "id": key.id, "path": key.path, "bytes": key.bytes, "pinned": key.pinned,
+                        "trust": key.trust, "read_ms": r.read_ms, "generated_ms": r.generated_ms,
+                    })
+                );
+                Ok(())
+            }
+            ClientCommand::Evict(k) => {
+                let r = c
+                    .evict_key(pb::EvictKeyRequest {
+                        kind: k.pb_kind(),
+                        sector_size: k.sector_size,
+                    })
+                    .await
+                    .map_err(status)?
+                    .into_inner();
+                println!(
+                    "{}",
+                    serde_json::json!({
+                        "evicted": r.evicted, "host_bytes": r.host_bytes, "device_bytes": r.device_bytes,
+                    })
+                );
+                Ok(())
             }
             ClientCommand::Metrics => {
                 let m = c

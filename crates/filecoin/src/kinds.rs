@@ -20,6 +20,7 @@ use storage_proofs_update::{EmptySectorUpdateCircuit, EmptySectorUpdateCompound,
 use zkpipe_pipeline::Engine;
 use zkpipe_r1cs::{CircuitId, Recording};
 
+use crate::keys::{KeyKind, KeyName};
 use crate::prover::{PartitionCircuit, ReferenceOutput};
 use crate::request::{PoRepC2, SnapUpdate, WindowPoSt, WinningPoSt};
 use crate::schedule::Turn;
@@ -283,9 +284,7 @@ fn porep_c2<Tree: 'static + MerkleTreeTrait>(
     type Compound<T> = StackedCompound<T, DefaultPieceHasher>;
     let pub_params = porep_public_params::<Tree>(&config, partitions)?;
     let vp = &pub_params.vanilla_params;
-    let key = load_key(prover, <Compound<Tree> as CacheableParameters<StackedCircuit<Tree, DefaultPieceHasher>, _>>::cache_identifier(vp), vp.sector_size(), || {
-        <Compound<Tree> as CompoundProof<StackedDrg<'_, Tree, DefaultPieceHasher>, _>>::blank_circuit(vp)
-    });
+    let key = porep_key::<Tree, _>(Load(prover), vp);
     finish(prover, step, key, partitions, |k| {
         let circuit = <Compound<Tree> as CompoundProof<
             StackedDrg<'_, Tree, DefaultPieceHasher>,
@@ -397,9 +396,7 @@ fn post_partitions<'a, Tree: 'static + MerkleTreeTrait>(
     verifier_in: Option<&fallback::PublicInputs<<Tree::Hasher as Hasher>::Domain>>,
 ) -> Result<Done, FilecoinError> {
     let vp = &pub_params.vanilla_params;
-    let key = load_key(prover, <FallbackPoStCompound<Tree> as CacheableParameters<FallbackPoStCircuit<Tree>, _>>::cache_identifier(vp), vp.sector_size(), || {
-        FallbackPoStCompound::<Tree>::blank_circuit(vp)
-    });
+    let key = post_key::<Tree, _>(Load(prover), vp);
     finish(prover, step, key, vanilla.len(), |k| {
         let circuit = FallbackPoStCompound::<Tree>::circuit(
             pub_in,
@@ -568,25 +565,9 @@ fn snap<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
         comm_r_new: domain("comm_r_new", &r.comm_r_new)?,
         h: config.h,
     };
-    let setup = compound_proof::SetupParams {
-        vanilla_params: storage_proofs_update::SetupParams {
-            sector_bytes: u64::from(config.sector_size),
-        },
-        partitions: Some(partitions),
-        priority: false,
-    };
-    let pub_params = EmptySectorUpdateCompound::<Tree>::setup(&setup)
-        .map_err(FilecoinError::filecoin("SnapDeals public parameters"))?;
+    let pub_params = snap_public_params::<Tree>(&config)?;
     let vp = &pub_params.vanilla_params;
-    let key = load_key(
-        prover,
-        <EmptySectorUpdateCompound<Tree> as CacheableParameters<
-            EmptySectorUpdateCircuit<Tree>,
-            _,
-        >>::cache_identifier(vp),
-        vp.sector_size(),
-        || EmptySectorUpdateCompound::<Tree>::blank_circuit(vp),
-    );
+    let key = snap_key::<Tree, _>(Load(prover), vp);
     finish(prover, step, key, partitions, |k| {
         let circuit =
             EmptySectorUpdateCompound::<Tree>::circuit(&pub_in, (), &vanilla[k], vp, Some(k))
@@ -600,6 +581,173 @@ fn snap<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
             parts: Vec::new(),
         })
     })
+}
+
+/// What is done with a parameter set once it is named: its id and the blank circuit its
+/// parameters are generated from (test sizes).
+trait UseKey {
+    type Out;
+    fn key<C: bellperson::Circuit<blstrs::Scalar>>(
+        self,
+        id: String,
+        sector_size: u64,
+        blank: impl FnOnce() -> C,
+    ) -> Self::Out;
+}
+
+/// Reads (or generates) the key through the prover's cache.
+struct Load<'p>(&'p Prover);
+
+impl UseKey for Load<'_> {
+    type Out = Result<LoadedKey, FilecoinError>;
+    fn key<C: bellperson::Circuit<blstrs::Scalar>>(
+        self,
+        id: String,
+        sector_size: u64,
+        blank: impl FnOnce() -> C,
+    ) -> Self::Out {
+        load_key(self.0, id, sector_size, blank)
+    }
+}
+
+/// The parameter set's id alone.
+struct Id;
+
+impl UseKey for Id {
+    type Out = String;
+    fn key<C: bellperson::Circuit<blstrs::Scalar>>(
+        self,
+        id: String,
+        _: u64,
+        _: impl FnOnce() -> C,
+    ) -> Self::Out {
+        id
+    }
+}
+
+fn porep_key<Tree: 'static + MerkleTreeTrait, U: UseKey>(
+    u: U,
+    vp: &stacked::PublicParams<Tree>,
+) -> U::Out {
+    type Compound<T> = StackedCompound<T, DefaultPieceHasher>;
+    u.key(
+        <Compound<Tree> as CacheableParameters<StackedCircuit<Tree, DefaultPieceHasher>, _>>::cache_identifier(vp),
+        vp.sector_size(),
+        || <Compound<Tree> as CompoundProof<StackedDrg<'_, Tree, DefaultPieceHasher>, _>>::blank_circuit(vp),
+    )
+}
+
+fn post_key<Tree: 'static + MerkleTreeTrait, U: UseKey>(
+    u: U,
+    vp: &fallback::PublicParams,
+) -> U::Out {
+    u.key(
+        <FallbackPoStCompound<Tree> as CacheableParameters<FallbackPoStCircuit<Tree>, _>>::cache_identifier(vp),
+        vp.sector_size(),
+        || FallbackPoStCompound::<Tree>::blank_circuit(vp),
+    )
+}
+
+fn snap_key<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>, U: UseKey>(
+    u: U,
+    vp: &storage_proofs_update::PublicParams,
+) -> U::Out {
+    u.key(
+        <EmptySectorUpdateCompound<Tree> as CacheableParameters<
+            EmptySectorUpdateCircuit<Tree>,
+            _,
+        >>::cache_identifier(vp),
+        vp.sector_size(),
+        || EmptySectorUpdateCompound::<Tree>::blank_circuit(vp),
+    )
+}
+
+fn snap_public_params<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+    config: &SectorUpdateConfig,
+) -> Result<
+    compound_proof::PublicParams<'static, storage_proofs_update::EmptySectorUpdate<Tree>>,
+    FilecoinError,
+> {
+    let setup = compound_proof::SetupParams {
+        vanilla_params: storage_proofs_update::SetupParams {
+            sector_bytes: u64::from(config.sector_size),
+        },
+        partitions: Some(usize::from(config.update_partitions)),
+        priority: false,
+    };
+    EmptySectorUpdateCompound::<Tree>::setup(&setup)
+        .map_err(FilecoinError::filecoin("SnapDeals public parameters"))
+}
+
+fn post_public_params<Tree: 'static + MerkleTreeTrait>(
+    registered: filecoin_proofs_api::RegisteredPoStProof,
+    typ: PoStType,
+) -> Result<compound_proof::PublicParams<'static, FallbackPoSt<'static, Tree>>, FilecoinError> {
+    let winning = typ == PoStType::Winning;
+    let config = post_config(registered, typ)?;
+    let vanilla_params = match winning {
+        false => parameters::window_post_setup_params(&config),
+        true => parameters::winning_post_setup_params(&config)
+            .map_err(FilecoinError::filecoin("WinningPoSt setup parameters"))?,
+    };
+    let setup = compound_proof::SetupParams {
+        vanilla_params,
+        partitions: None,
+        priority: config.priority,
+    };
+    FallbackPoStCompound::<Tree>::setup(&setup)
+        .map_err(FilecoinError::filecoin("PoSt public parameters"))
+}
+
+/// Does `u` with the key `name` names (the current registered proof of its kind and size).
+fn named_key<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>, U: UseKey>(
+    u: U,
+    name: KeyName,
+) -> Result<U::Out, FilecoinError> {
+    let registered = crate::gen::Registered::for_size(name.sector_size)?;
+    Ok(match name.kind {
+        KeyKind::PorepC2 => {
+            let config: PoRepConfig = registered.seal.as_v1_config();
+            let pp = porep_public_params::<Tree>(&config, usize::from(config.partitions))?;
+            porep_key::<Tree, U>(u, &pp.vanilla_params)
+        }
+        KeyKind::WindowPost => {
+            let pp = post_public_params::<Tree>(registered.window, PoStType::Window)?;
+            post_key::<Tree, U>(u, &pp.vanilla_params)
+        }
+        KeyKind::WinningPost => {
+            let pp = post_public_params::<Tree>(registered.winning, PoStType::Winning)?;
+            post_key::<Tree, U>(u, &pp.vanilla_params)
+        }
+        KeyKind::Snap => {
+            let config = SectorUpdateConfig::from_porep_config(&registered.seal.as_v1_config());
+            let pp = snap_public_params::<Tree>(&config)?;
+            snap_key::<Tree, U>(u, &pp.vanilla_params)
+        }
+    })
+}
+
+fn named_key_loaded<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+    prover: &Prover,
+    name: KeyName,
+) -> Result<LoadedKey, FilecoinError> {
+    named_key::<Tree, _>(Load(prover), name)?
+}
+
+fn named_key_id<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+    name: KeyName,
+) -> Result<String, FilecoinError> {
+    named_key::<Tree, _>(Id, name)
+}
+
+/// The key `name` names, read (or for test sizes generated) and then resident.
+pub(crate) fn load_named(prover: &Prover, name: KeyName) -> Result<LoadedKey, FilecoinError> {
+    with_shape!(name.sector_size, named_key_loaded, prover, name)
+}
+
+/// The parameter set id of the key `name` names (nothing read).
+pub(crate) fn named_id(name: KeyName) -> Result<String, FilecoinError> {
+    with_shape!(name.sector_size, named_key_id, name)
 }
 
 /// PoRep's public parameters for `config` in `partitions` partitions, as filecoin-proofs sets

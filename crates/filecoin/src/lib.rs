@@ -36,6 +36,7 @@ macro_rules! with_shape {
 }
 
 pub mod gen;
+pub mod keys;
 mod kinds;
 pub mod params;
 mod prover;
@@ -46,6 +47,7 @@ pub mod verify;
 
 use std::path::PathBuf;
 
+pub use keys::{KeyKind, KeyName};
 pub use kinds::{porep_blank_id, record_porep_blank};
 pub use params::{LoadedKey, ParamsCache, ResidentKey, Trust, CIRCUIT_SOURCE};
 pub use prover::{
@@ -181,6 +183,17 @@ pub enum FilecoinError {
         partition: usize,
         source: zkpipe_pipeline::ProveError,
     },
+    /// Reading a key would pass the keys' host memory budget, and the keys held are in use.
+    #[error("the proving keys' budget of {budget} bytes has no room for {path} ({needed} bytes): {held} bytes are held by keys in use")]
+    KeyBudget {
+        path: PathBuf,
+        needed: usize,
+        budget: usize,
+        held: usize,
+    },
+    /// A key that a job (or anything besides the cache) holds cannot be evicted.
+    #[error("key {id} is in use ({references} references besides the cache's)")]
+    KeyInUse { id: String, references: usize },
     /// The caller cancelled the proof: its partitions not yet started were never started.
     #[error(
         "cancelled with {proved} of {partitions} partitions proved; those not started never ran"
@@ -197,6 +210,8 @@ impl FilecoinError {
             FilecoinError::Prove { .. }
                 | FilecoinError::ParamsIo { .. }
                 | FilecoinError::Cancelled { .. }
+                | FilecoinError::KeyBudget { .. }
+                | FilecoinError::KeyInUse { .. }
         )
     }
 

@@ -123,8 +123,44 @@ pub struct ResidentKey {
 #[derive(Debug)]
 pub struct ParamsCache {
     dir: PathBuf,
-    keys: Mutex<HashMap<String, LoadedKey>>,
+    keys: Mutex<Keys>,
     recordings: Mutex<HashMap<PathBuf, Arc<Recording>>>,
+    /// Host bytes the keys held may take (None: no limit).
+    budget: Option<usize>,
+}
+
+/// The keys held, by parameter set id, and when each was last asked for.
+#[derive(Debug, Default)]
+struct Keys {
+    held: HashMap<String, LoadedKey>,
+    /// A counter value a use: the least is the least recently used.
+    used: HashMap<String, u64>,
+    clock: u64,
+}
+
+impl Keys {
+    fn touch(&mut self, id: &str) {
+        self.clock += 1;
+        self.used.insert(id.to_string(), self.clock);
+    }
+
+    fn bytes(&self) -> usize {
+        self.held.values().map(|k| k.key.bytes()).sum()
+    }
+
+    /// The least recently used key that nothing but the cache holds.
+    fn least_recent_unused(&self) -> Option<String> {
+        self.held
+            .iter()
+            .filter(|(_, k)| Arc::strong_count(&k.key) == 1)
+            .min_by_key(|(id, _)| self.used.get(*id).copied().unwrap_or(0))
+            .map(|(id, _)| id.clone())
+    }
+
+    fn remove(&mut self, id: &str) -> Option<LoadedKey> {
+        self.used.remove(id);
+        self.held.remove(id)
+    }
 }
 
 impl ParamsCache {
@@ -132,9 +168,75 @@ impl ParamsCache {
     pub fn new(dir: impl Into<PathBuf>) -> Self {
         Self {
             dir: dir.into(),
-            keys: Mutex::new(HashMap::new()),
+            keys: Mutex::new(Keys::default()),
             recordings: Mutex::new(HashMap::new()),
+            budget: None,
         }
+    }
+
+    /// The same cache holding at most `bytes` of keys in host memory: a key to be read that
+    /// would pass it first evicts the least recently used keys no job holds (their recordings
+    /// with them); where those do not make room, it is refused
+    /// ([`FilecoinError::KeyBudget`]). A key's file size is taken for its bytes before it is
+    /// read.
+    pub fn with_key_budget(self, bytes: usize) -> Self {
+        Self {
+            budget: Some(bytes),
+            ..self
+        }
+    }
+
+    /// Lets go of the key `id` and of its circuit's recording: None when it is not held.
+    /// A key a job (or anything besides the cache) holds is not evicted:
+    /// [`FilecoinError::KeyInUse`]. Its memory is freed once the returned key is dropped.
+    pub fn evict(&self, id: &str) -> Result<Option<LoadedKey>, FilecoinError> {
+        let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(k) = keys.held.get(id) else {
+            return Ok(None);
+        };
+        let references = Arc::strong_count(&k.key) - 1;
+        if references > 0 {
+            return Err(FilecoinError::KeyInUse {
+                id: id.to_string(),
+                references,
+            });
+        }
+        let evicted = keys.remove(id);
+        drop(keys);
+        if let Some(k) = &evicted {
+            self.forget_recording(&k.path);
+            tracing::info!(key = id, bytes = k.key.bytes(), "proving key evicted");
+        }
+        Ok(evicted)
+    }
+
+    fn forget_recording(&self, params: &Path) {
+        self.recordings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(params);
+    }
+
+    /// Evicts least recently used keys no job holds until `needed` more bytes fit the budget.
+    fn make_room(&self, keys: &mut Keys, needed: usize, path: &Path) -> Result<(), FilecoinError> {
+        let Some(budget) = self.budget else {
+            return Ok(());
+        };
+        while keys.bytes() + needed > budget {
+            let Some(id) = keys.least_recent_unused() else {
+                return Err(FilecoinError::KeyBudget {
+                    path: path.to_path_buf(),
+                    needed,
+                    budget,
+                    held: keys.bytes(),
+                });
+            };
+            if let Some(k) = keys.remove(&id) {
+                self.forget_recording(&k.path);
+                tracing::info!(key = %id, bytes = k.key.bytes(), budget, "proving key evicted to make room (least recently used)");
+            }
+        }
+        Ok(())
     }
 
     /// The directory.
@@ -146,6 +248,7 @@ impl ParamsCache {
     pub fn resident_keys(&self) -> Vec<ResidentKey> {
         let keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
         let mut out: Vec<ResidentKey> = keys
+            .held
             .iter()
             .map(|(id, k)| ResidentKey {
                 id: id.clone(),
@@ -180,14 +283,18 @@ impl ParamsCache {
         blank_circuit: impl FnOnce() -> C,
     ) -> Result<LoadedKey, FilecoinError> {
         let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(k) = keys.get(&id) {
-            return Ok(LoadedKey {
+        if let Some(k) = keys.held.get(&id) {
+            let k = LoadedKey {
                 generated_ms: 0.0,
                 read_ms: 0.0,
                 ..k.clone()
-            });
+            };
+            keys.touch(&id);
+            return Ok(k);
         }
         let path = self.path(&id, GROTH_PARAMETER_EXT);
+        let file_bytes = std::fs::metadata(&path).map_or(0, |m| m.len() as usize);
+        self.make_room(&mut keys, file_bytes, &path)?;
         let mut generated_ms = 0.0;
         let mut generated = None;
         if !path.exists() {
@@ -231,7 +338,8 @@ impl ParamsCache {
             read_ms: t.elapsed().as_secs_f64() * 1e3,
         };
         tracing::info!(path = %loaded.path.display(), ?trust, read_ms = loaded.read_ms, "parameters read");
-        keys.insert(id, loaded.clone());
+        keys.touch(&id);
+        keys.held.insert(id, loaded.clone());
         Ok(loaded)
     }
 

@@ -215,6 +215,19 @@ impl Prover {
         crate::kinds::key(self, request)
     }
 
+    /// The key `name` names, read (or for test sizes generated) and then resident: a preload.
+    pub fn load_key_named(&self, name: crate::KeyName) -> Result<LoadedKey, FilecoinError> {
+        crate::kinds::load_named(self, name)
+    }
+
+    /// Lets go of the key `name` names (see [`ParamsCache::evict`]).
+    pub fn evict_key_named(
+        &self,
+        name: crate::KeyName,
+    ) -> Result<Option<LoadedKey>, FilecoinError> {
+        self.params.evict(&crate::kinds::named_id(name)?)
+    }
+
     /// Runs `count` partitions as jobs of `engine` under `key`, `make(k)` giving partition
     /// k's circuit.
     pub(crate) fn run_partitions<C, F>(

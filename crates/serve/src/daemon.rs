@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
-use zkpipe_filecoin::{FilecoinError, Prover, Request, Scheduling, Turn};
+use zkpipe_filecoin::{FilecoinError, KeyName, LoadedKey, Prover, Request, Scheduling, Turn};
 use zkpipe_pipeline::Engine;
 
 pub use zkpipe_filecoin::Priority;
@@ -59,6 +59,13 @@ pub struct JobView {
     pub phase: Phase,
     pub queue_wait: Duration,
     pub run: Duration,
+}
+
+/// What evicting a key freed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Evicted {
+    pub host_bytes: usize,
+    pub device_bytes: usize,
 }
 
 /// How a submission was taken.
@@ -604,6 +611,30 @@ impl Daemon {
             .map(|j| j.phase.borrow().clone())
             .ok_or_else(|| DaemonError::UnknownJob(id.to_string()))?;
         Ok(phase)
+    }
+
+    /// Reads the key `name` names into the prover's cache (under its budget) and page-locks
+    /// it on a GPU engine (a key that cannot be locked is kept pageable, with a warning).
+    pub fn preload(&self, name: KeyName) -> Result<LoadedKey, FilecoinError> {
+        let key = self.shared.prover.load_key_named(name)?;
+        if let Err(e) = self.shared.engine.load_key(&key.key) {
+            tracing::warn!(key = %name, error = %e, "the preloaded key could not be page-locked: its uploads run from pageable memory");
+        }
+        tracing::info!(key = %name, path = %key.path.display(), bytes = key.key.bytes(), read_ms = key.read_ms, "key preloaded");
+        Ok(key)
+    }
+
+    /// Lets go of the key `name` names if no job holds it, with its device copies: None when
+    /// it was not held.
+    pub fn evict(&self, name: KeyName) -> Result<Option<Evicted>, FilecoinError> {
+        let Some(key) = self.shared.prover.evict_key_named(name)? else {
+            return Ok(None);
+        };
+        let device_bytes = self.shared.engine.release_key(key.key.id());
+        Ok(Some(Evicted {
+            host_bytes: key.key.bytes(),
+            device_bytes,
+        }))
     }
 
     /// The daemon now.

@@ -62,6 +62,14 @@ pub struct ServeConfig {
     /// `FIL_PROOFS_PARAMETER_CACHE`, else /var/tmp/filecoin-proof-parameters.
     #[serde(default)]
     pub params_dir: Option<PathBuf>,
+    /// Host bytes the proving keys may take ("200GiB"): a key to be read that would pass it
+    /// first evicts the least recently used keys no job holds. Default: no limit.
+    #[serde(default, deserialize_with = "de_opt_bytes")]
+    pub key_budget: Option<usize>,
+    /// Keys read (and page-locked on a GPU) at start, as KIND:SIZE ("winning-post:32GiB");
+    /// one that cannot be read stops the start with its reason.
+    #[serde(default)]
+    pub preload: Vec<String>,
     /// Partitions synthesized at once across all jobs, each into a witness the engine lends;
     /// where there are two or more, one is kept for HIGH and CRITICAL jobs. Default 3.
     #[serde(default = "default_synthesis")]
@@ -88,6 +96,10 @@ fn default_keep() -> u64 {
 }
 fn default_message() -> usize {
     128 << 20
+}
+
+fn de_opt_bytes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+    de_bytes(d).map(Some)
 }
 
 fn de_bytes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
@@ -118,6 +130,8 @@ impl Default for ServeConfig {
             keep_finished_s: default_keep(),
             max_message: default_message(),
             params_dir: None,
+            key_budget: None,
+            preload: Vec::new(),
             synthesis_threads: default_synthesis(),
         }
     }
@@ -567,6 +581,9 @@ queue = 50
 keep_finished_s = 60
 max_message = "64MiB"
 synthesis_threads = 8
+urgent_jobs = 2
+key_budget = "200GiB"
+preload = ["winning-post:32GiB", "porep-c2:32GiB"]
 "#,
         );
         let (serve, engine) = read_config(&path).expect("reads");
@@ -579,6 +596,12 @@ synthesis_threads = 8
         assert_eq!((limits.workers, limits.queue), (4, 50));
         assert_eq!(limits.keep_finished, std::time::Duration::from_secs(60));
         assert_eq!(serve.synthesis_threads, 8);
+        assert_eq!(limits.urgent_workers, 2);
+        assert_eq!(serve.key_budget, Some(200 << 30));
+        let preload: Vec<zkpipe_filecoin::KeyName> =
+            serve.preload.iter().map(|s| s.parse().unwrap()).collect();
+        assert_eq!(preload[0].to_string(), "winning-post:34359738368");
+        assert_eq!(preload[1].kind, zkpipe_filecoin::KeyKind::PorepC2);
         assert_eq!(engine.backend, zkpipe_pipeline::Backend::Cpu);
         assert_eq!(engine.cpu_workers, 3);
         assert_eq!(engine.vram_cap, Some(16 << 30));
@@ -591,6 +614,7 @@ synthesis_threads = 8
         assert_eq!(serve.socket, PathBuf::from("zkpipe.sock"));
         assert_eq!((serve.tcp, serve.http), (None, None));
         assert_eq!(serve.limits().workers, 2);
+        assert_eq!((serve.key_budget, serve.preload.len()), (None, 0));
         assert_eq!(engine.workers_per_device, 1);
     }
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use prost::Message;
 use tonic::{Request as GrpcRequest, Response, Status};
-use zkpipe_filecoin::{request as fil, PoRepC2, Request};
+use zkpipe_filecoin::{request as fil, FilecoinError, KeyKind, KeyName, PoRepC2, Request};
 
 use crate::daemon::{Daemon, DaemonError, JobView, Phase, Priority};
 use crate::pb;
@@ -96,6 +96,37 @@ fn parse(proof: Option<pb::submit_request::Proof>) -> Result<Request, Status> {
                 .map(Request::Snap)
                 .map_err(|e| invalid(format!("snap_json: {e}")))
         }
+    }
+}
+
+/// The key a preload or evict names, checked.
+fn key_name(kind: i32, sector_size: u64) -> Result<KeyName, Status> {
+    let kind = match pb::KeyKind::try_from(kind) {
+        Ok(pb::KeyKind::PorepC2) => KeyKind::PorepC2,
+        Ok(pb::KeyKind::WindowPost) => KeyKind::WindowPost,
+        Ok(pb::KeyKind::WinningPost) => KeyKind::WinningPost,
+        Ok(pb::KeyKind::Snap) => KeyKind::Snap,
+        Ok(pb::KeyKind::Unspecified) => return Err(invalid("kind: unspecified")),
+        Err(_) => return Err(invalid(format!("kind {kind}: not one of 1 to 4"))),
+    };
+    const SIZES: [u64; 5] = [2 << 10, 8 << 20, 512 << 20, 32 << 30, 64 << 30];
+    if !SIZES.contains(&sector_size) {
+        return Err(invalid(format!(
+            "sector_size {sector_size}: not one of {SIZES:?}"
+        )));
+    }
+    Ok(KeyName { kind, sector_size })
+}
+
+/// A key's preload or eviction refused: its status.
+fn key_status(e: FilecoinError) -> Status {
+    let text = e.to_string();
+    match e {
+        FilecoinError::KeyInUse { .. } => Status::failed_precondition(text),
+        FilecoinError::KeyBudget { .. } => Status::resource_exhausted(text),
+        FilecoinError::ParamsMissing { .. } => Status::failed_precondition(text),
+        e if e.is_bad_input() => Status::failed_precondition(text),
+        _ => Status::internal(text),
     }
 }
 
@@ -250,6 +281,45 @@ impl pb::prover_server::Prover for ProverService {
         Ok(Response::new(status_response(&self.daemon.status())))
     }
 
+    async fn preload_key(
+        &self,
+        request: GrpcRequest<pb::PreloadKeyRequest>,
+    ) -> Result<Response<pb::PreloadKeyResponse>, Status> {
+        let r = request.into_inner();
+        let name = key_name(r.kind, r.sector_size)?;
+        let daemon = Arc::clone(&self.daemon);
+        // Reading a 32 GiB PoRep key takes seconds: off the runtime's threads.
+        let key = tokio::task::spawn_blocking(move || daemon.preload(name))
+            .await
+            .map_err(|e| Status::internal(format!("the preload stopped: {e}")))?
+            .map_err(key_status)?;
+        let held = self.daemon.status().keys;
+        let status = held
+            .iter()
+            .find(|k| k.path == key.path)
+            .map(key_to_pb)
+            .ok_or_else(|| Status::internal("the preloaded key is not held"))?;
+        Ok(Response::new(pb::PreloadKeyResponse {
+            key: Some(status),
+            read_ms: key.read_ms,
+            generated_ms: key.generated_ms,
+        }))
+    }
+
+    async fn evict_key(
+        &self,
+        request: GrpcRequest<pb::EvictKeyRequest>,
+    ) -> Result<Response<pb::EvictKeyResponse>, Status> {
+        let r = request.into_inner();
+        let name = key_name(r.kind, r.sector_size)?;
+        let evicted = self.daemon.evict(name).map_err(key_status)?;
+        Ok(Response::new(pb::EvictKeyResponse {
+            evicted: evicted.is_some(),
+            host_bytes: evicted.map_or(0, |e| e.host_bytes as u64),
+            device_bytes: evicted.map_or(0, |e| e.device_bytes as u64),
+        }))
+    }
+
     async fn get_metrics(
         &self,
         _: GrpcRequest<pb::MetricsRequest>,
@@ -310,17 +380,17 @@ fn status_response(s: &crate::daemon::Status) -> pb::StatusResponse {
         pinned_high_water: s.engine.pinned_high_water as u64,
         key_pinned_bytes: s.engine.key_pinned_bytes,
         quarantined_devices: count(s.engine.quarantined_devices),
-        keys: s
-            .keys
-            .iter()
-            .map(|k| pb::KeyStatus {
-                id: k.id.clone(),
-                path: k.path.display().to_string(),
-                bytes: k.bytes as u64,
-                pinned: k.pinned,
-                trust: k.trust.to_string(),
-                references: count(k.references),
-            })
-            .collect(),
+        keys: s.keys.iter().map(key_to_pb).collect(),
+    }
+}
+
+fn key_to_pb(k: &zkpipe_filecoin::ResidentKey) -> pb::KeyStatus {
+    pb::KeyStatus {
+        id: k.id.clone(),
+        path: k.path.display().to_string(),
+        bytes: k.bytes as u64,
+        pinned: k.pinned,
+        trust: k.trust.to_string(),
+        references: u32::try_from(k.references).unwrap_or(u32::MAX),
     }
 }

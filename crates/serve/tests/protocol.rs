@@ -92,6 +92,17 @@ impl Drop for Running {
     }
 }
 
+/// A daemon serving on a unix socket alone, in a scratch directory named `name`.
+fn on_a_socket(name: &str) -> (ServeConfig, Running) {
+    let dir = scratch(name);
+    let config = ServeConfig {
+        socket: dir.join("zkpipe.sock"),
+        ..ServeConfig::default()
+    };
+    let running = Running::start(&config, &dir);
+    (config, running)
+}
+
 /// GetStatus over TCP with the right token: an error when the connection or the call fails.
 async fn status_over_tcp(
     addr: std::net::SocketAddr,
@@ -445,12 +456,7 @@ fn ten_thousand_fuzzed_requests_are_refused_and_the_daemon_serves_on() {
 
 #[test]
 fn a_thousand_concurrent_requests_from_32_clients_are_all_answered() {
-    let dir = scratch("concurrent");
-    let config = ServeConfig {
-        socket: dir.join("zkpipe.sock"),
-        ..ServeConfig::default()
-    };
-    let _running = Running::start(&config, &dir);
+    let (config, _running) = on_a_socket("concurrent");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)
         .enable_all()
@@ -534,4 +540,40 @@ where
         out.push(h.await.expect("a call's task"));
     }
     out
+}
+
+#[test]
+fn keys_are_named_by_kind_and_size_and_refusals_say_why() {
+    let (config, _running) = on_a_socket("keys");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut c = connect_unix(&config.socket).await.expect("connects");
+        let winning = pb::KeyKind::WinningPost as i32;
+        let preload = |kind, sector_size| pb::PreloadKeyRequest { kind, sector_size };
+        for (kind, size) in [(0, 2048), (9, 2048), (winning, 4096)] {
+            let e = c.preload_key(preload(kind, size)).await.unwrap_err();
+            assert_eq!(e.code(), Code::InvalidArgument, "{e}");
+        }
+        // A production size's parameters are never generated: the missing file is named.
+        let e = c.preload_key(preload(winning, 32 << 30)).await.unwrap_err();
+        assert_eq!(e.code(), Code::FailedPrecondition, "{e}");
+        assert!(e.message().contains("no parameter file"), "{e}");
+        let r = c
+            .evict_key(pb::EvictKeyRequest {
+                kind: pb::KeyKind::PorepC2 as i32,
+                sector_size: 32 << 30,
+            })
+            .await
+            .expect("answered")
+            .into_inner();
+        assert!(!r.evicted, "a key not held is not evicted");
+        let e = c
+            .evict_key(pb::EvictKeyRequest {
+                kind: 0,
+                sector_size: 2048,
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument, "{e}");
+    });
 }

@@ -639,3 +639,62 @@ fn partitions_are_the_work_items_an_urgent_proof_goes_ahead_and_cancel_stops_a_r
         .unwrap();
     assert!(matches!(ended(&d, &fourth.id, limit), Phase::Completed(_)));
 }
+
+#[test]
+fn keys_are_preloaded_evicted_unless_in_use_and_kept_under_their_budget() {
+    use zkpipe_filecoin::{FilecoinError, KeyKind, KeyName};
+    params_dir();
+    let winning = KeyName {
+        kind: KeyKind::WinningPost,
+        sector_size: KIB2,
+    };
+    let window = KeyName {
+        kind: KeyKind::WindowPost,
+        sector_size: KIB2,
+    };
+    // Preload, then evict: a key held besides the cache is in use; once let go, it goes.
+    let d = daemon(1);
+    let key = d.preload(winning).expect("preloads");
+    let held: Vec<_> = d.status().keys.into_iter().map(|k| k.path).collect();
+    assert_eq!(held, std::slice::from_ref(&key.path));
+    match d.evict(winning) {
+        Err(FilecoinError::KeyInUse { references, .. }) => assert_eq!(references, 1),
+        other => panic!("a key in use is not evicted: {other:?}"),
+    }
+    drop(key);
+    let freed = d.evict(winning).expect("evicts").expect("it was held");
+    assert!(freed.host_bytes > 0);
+    assert!(d.status().keys.is_empty());
+    assert_eq!(d.evict(winning).unwrap(), None, "a key not held");
+    // A budget with room for the first key and not the second besides it.
+    let unlimited = Prover::new(ParamsCache::new(params_dir()), ProveOptions::default());
+    let host_a = unlimited.load_key_named(winning).unwrap().key.bytes();
+    let b_path = unlimited.load_key_named(window).unwrap().path;
+    let file_b = std::fs::metadata(&b_path).unwrap().len() as usize;
+    let budget = host_a + file_b - 1;
+    let p = Prover::new(
+        ParamsCache::new(params_dir()).with_key_budget(budget),
+        ProveOptions::default(),
+    );
+    let a = p.load_key_named(winning).expect("fits alone");
+    // The first key is in use (held here): no room is made, and the refusal names the bytes.
+    match p.load_key_named(window) {
+        Err(FilecoinError::KeyBudget {
+            needed,
+            budget: b,
+            held,
+            ..
+        }) => assert_eq!((needed, b, held), (file_b, budget, host_a)),
+        other => panic!("the budget refuses: {other:?}"),
+    }
+    drop(a);
+    // Let go: the least recently used key makes room.
+    let b = p.load_key_named(window).expect("room made");
+    let held: Vec<_> = p
+        .params()
+        .resident_keys()
+        .into_iter()
+        .map(|k| k.path)
+        .collect();
+    assert_eq!(held, std::slice::from_ref(&b.path));
+}

@@ -153,6 +153,23 @@ impl Engine {
         !self.devices.is_empty()
     }
 
+    /// Frees the device copies of the key `key_id` ([`ProvingKey::id`]) that no job is
+    /// using (each device keeps one key resident between jobs); gives the device bytes
+    /// freed. For a daemon that evicts a key: its host memory goes with the last reference.
+    pub fn release_key(&self, key_id: u64) -> usize {
+        let mut freed = 0;
+        for dev in &self.devices {
+            let mut resident = dev.resident.lock().unwrap_or_else(|p| p.into_inner());
+            let unused = resident
+                .as_ref()
+                .is_some_and(|r| r.key == key_id && Arc::strong_count(r) == 1);
+            if unused {
+                freed += resident.take().map_or(0, |r| r.grant.bytes());
+            }
+        }
+        freed
+    }
+
     /// Page-locks `key`'s points in host memory (on a GPU engine with `pin_key`; once per
     /// key). [`Engine::submit`] does this for a key's first job; call it earlier to keep the
     /// cost (about 60 ms per GiB) out of the first job's latency. A key that cannot be locked
