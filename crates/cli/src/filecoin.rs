@@ -148,17 +148,9 @@ enum RetryOn {
     Cpu,
 }
 
-fn parse_sector_size(s: &str) -> Result<u64, String> {
-    match s.to_ascii_lowercase().as_str() {
-        "2kib" => Ok(2048),
-        "8mib" => Ok(8 << 20),
-        "512mib" => Ok(512 << 20),
-        "32gib" => Ok(32 << 30),
-        "64gib" => Ok(64 << 30),
-        other => Err(format!(
-            "{other}: sector sizes are 2KiB, 8MiB, 512MiB, 32GiB, 64GiB"
-        )),
-    }
+/// A sector size as Filecoin names them (2KiB … 64GiB) or in bytes.
+pub(crate) fn parse_sector_size(s: &str) -> Result<u64, String> {
+    zkpipe_filecoin::keys::parse_sector_size(s).map_err(|e| e.to_string())
 }
 
 fn failure(e: FilecoinError) -> Failure {

@@ -239,7 +239,7 @@ struct KeyArgs {
     #[arg(long, value_parser = |s: &str| s.parse::<KeyKind>().map_err(|e| e.to_string()))]
     kind: KeyKind,
     /// 2KiB, 8MiB, 512MiB, 32GiB or 64GiB.
-    #[arg(long, value_parser = |s: &str| zkpipe_filecoin::keys::parse_sector_size(s).map_err(|e| e.to_string()))]
+    #[arg(long, value_parser = crate::filecoin::parse_sector_size)]
     sector_size: u64,
 }
 
