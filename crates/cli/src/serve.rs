@@ -6,7 +6,7 @@ use std::sync::Arc;
 use zkpipe_filecoin::{KeyKind, KeyName, ParamsCache, ProveOptions, Prover};
 use zkpipe_pipeline::{Backend, Engine};
 use zkpipe_serve::pb::{self, submit_request::Proof};
-use zkpipe_serve::{Daemon, ProverService};
+use zkpipe_serve::{Circuits, Daemon, ProverService};
 
 use crate::exit::Failure;
 
@@ -87,13 +87,25 @@ pub fn serve(a: &ServeArgs) -> Result<(), Failure> {
             ..ProveOptions::default()
         },
     );
+    let circuits = Circuits::register(&prover, &cfg.circuits)
+        .map_err(|e| Failure::Usage(format!("[serve.circuits] {e}")))?;
+    for c in circuits.summaries() {
+        crate::say!(
+            "circuit {}: {} inputs, {} aux, {} constraints ({})",
+            c.name,
+            c.inputs,
+            c.aux,
+            c.constraints,
+            c.params.display()
+        );
+    }
     let engine = Engine::start(engine_cfg).map_err(Failure::start)?;
     crate::say!(
         "engine: {}; parameters: {}",
         engine.backend(),
         dir.display()
     );
-    let daemon = Daemon::start(prover, engine, cfg.limits());
+    let daemon = Daemon::start(prover, engine, circuits, cfg.limits());
     for name in preload {
         let key = daemon
             .preload(name)
@@ -192,6 +204,19 @@ enum ProofArg {
         #[arg(long)]
         request: PathBuf,
     },
+    /// A witness of a circuit registered in the daemon's configuration.
+    Circuit {
+        /// The circuit's name there.
+        #[arg(long)]
+        name: String,
+        /// The public inputs without the constant one: 32 bytes each, canonical
+        /// little-endian (none when the circuit has none).
+        #[arg(long)]
+        inputs: Option<PathBuf>,
+        /// The aux values: 32 bytes each, canonical little-endian.
+        #[arg(long)]
+        aux: PathBuf,
+    },
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -278,6 +303,11 @@ impl Submission {
             ProofArg::WindowPost { request } => Proof::WindowPostJson(read(request)?),
             ProofArg::WinningPost { request } => Proof::WinningPostJson(read(request)?),
             ProofArg::Snap { request } => Proof::SnapJson(read(request)?),
+            ProofArg::Circuit { name, inputs, aux } => Proof::CircuitWitness(pb::CircuitWitness {
+                circuit: name.clone(),
+                inputs: inputs.as_ref().map(read).transpose()?.unwrap_or_default(),
+                aux: read(aux)?,
+            }),
         };
         let priority = match self.priority {
             None => pb::Priority::Unspecified,

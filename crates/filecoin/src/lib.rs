@@ -194,6 +194,10 @@ pub enum FilecoinError {
     /// A key that a job (or anything besides the cache) holds cannot be evicted.
     #[error("key {id} is in use ({references} references besides the cache's)")]
     KeyInUse { id: String, references: usize },
+    /// A proof of a circuit other than Filecoin's ([`Prover::prove_circuit`]) failed on the
+    /// engine, or its witness was refused there.
+    #[error("{source}")]
+    Circuit { source: zkpipe_pipeline::ProveError },
     /// The caller cancelled the proof: its partitions not yet started were never started.
     #[error(
         "cancelled with {proved} of {partitions} partitions proved; those not started never ran"
@@ -208,6 +212,7 @@ impl FilecoinError {
         !matches!(
             self,
             FilecoinError::Prove { .. }
+                | FilecoinError::Circuit { .. }
                 | FilecoinError::ParamsIo { .. }
                 | FilecoinError::Cancelled { .. }
                 | FilecoinError::KeyBudget { .. }

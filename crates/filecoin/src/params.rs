@@ -343,6 +343,45 @@ impl ParamsCache {
         Ok(loaded)
     }
 
+    /// The proving key in the parameter file `path` (bellperson's `Parameters::write` layout),
+    /// held under `id` beside the Filecoin keys and under the same budget: resident, else
+    /// read with every point checked on its curve and in its subgroup ([`Trust::Checked`]).
+    /// For circuits other than Filecoin's, registered by their files.
+    pub fn key_file(&self, id: &str, path: &Path) -> Result<LoadedKey, FilecoinError> {
+        let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(k) = keys.held.get(id) {
+            let k = LoadedKey {
+                generated_ms: 0.0,
+                read_ms: 0.0,
+                ..k.clone()
+            };
+            keys.touch(id);
+            return Ok(k);
+        }
+        let file_bytes = std::fs::metadata(path)
+            .map_err(|source| FilecoinError::ParamsIo {
+                path: path.to_path_buf(),
+                source,
+            })?
+            .len() as usize;
+        self.make_room(&mut keys, file_bytes, path)?;
+        let t = Instant::now();
+        let key = zkpipe_pipeline::read_params(path).map_err(|source| FilecoinError::Params {
+            source: Box::new(source),
+        })?;
+        let loaded = LoadedKey {
+            key: Arc::new(key),
+            path: path.to_path_buf(),
+            trust: Trust::Checked,
+            generated_ms: 0.0,
+            read_ms: t.elapsed().as_secs_f64() * 1e3,
+        };
+        tracing::info!(key = id, path = %path.display(), read_ms = loaded.read_ms, "parameters read");
+        keys.touch(id);
+        keys.held.insert(id.to_string(), loaded.clone());
+        Ok(loaded)
+    }
+
     /// The recording of the circuit whose parameters `key` holds: resident, else read from
     /// the file beside the parameter file, else recorded from `circuit()` and written there.
     /// A recording from a file is used where it lies, mapped read-only in the page cache.

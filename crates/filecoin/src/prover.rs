@@ -12,6 +12,7 @@ use blstrs::Scalar;
 use crossbeam::channel;
 use zkpipe_pipeline::{
     Backend, Config, Engine, JobHandle, JobReport, Proof, ProveError, ProvingKey, Randomness,
+    Witness,
 };
 
 use zkpipe_bellperson::RecordedError;
@@ -194,6 +195,32 @@ impl Prover {
         turn: Turn<'_>,
     ) -> Result<ProofOutput, FilecoinError> {
         crate::kinds::prove(self, engine, request, turn)
+    }
+
+    /// One proof of any circuit on `engine`: `witness` under `key`, waiting for its engine
+    /// slot in `turn` beside the Filecoin partitions (so that a circuit of a registered kind
+    /// takes its turn by priority like theirs). The engine checks the proof before it is
+    /// returned. Once `turn.cancel` is set before its turn comes, it ends
+    /// [`FilecoinError::Cancelled`] unrun.
+    pub fn prove_circuit(
+        &self,
+        engine: &Engine,
+        key: &LoadedKey,
+        witness: Witness,
+        turn: Turn<'_>,
+    ) -> Result<(Proof, JobReport), FilecoinError> {
+        let _on_engine = self
+            .gates
+            .engine
+            .enter(turn)
+            .ok_or(FilecoinError::Cancelled {
+                proved: 0,
+                partitions: 1,
+            })?;
+        engine
+            .submit(&key.key, witness, self.options.randomness)
+            .and_then(JobHandle::wait_report)
+            .map_err(|source| FilecoinError::Circuit { source })
     }
 
     /// `request` proved by bellperson's `create_proof` on the CPU with `r` and `s`, on the same

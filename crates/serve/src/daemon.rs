@@ -12,7 +12,43 @@ use tokio::sync::watch;
 use zkpipe_filecoin::{FilecoinError, KeyName, LoadedKey, Prover, Request, Scheduling, Turn};
 use zkpipe_pipeline::Engine;
 
+use crate::circuits::{CircuitSummary, CircuitWitness, Circuits};
+
 pub use zkpipe_filecoin::Priority;
+
+/// What a job proves.
+#[derive(Debug)]
+pub enum Work {
+    /// One of Filecoin's proof kinds.
+    Filecoin(Request),
+    /// A registered circuit's witness ([`crate::circuits`]).
+    Circuit(CircuitWitness),
+}
+
+impl Work {
+    /// Its kind, in status and metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Work::Filecoin(r) => r.kind(),
+            Work::Circuit(_) => "circuit",
+        }
+    }
+
+    /// The priority it runs at when the caller names none: a Filecoin kind's own, NORMAL
+    /// for a circuit.
+    pub fn default_priority(&self) -> Priority {
+        match self {
+            Work::Filecoin(r) => Priority::of(r),
+            Work::Circuit(_) => Priority::Normal,
+        }
+    }
+}
+
+impl From<Request> for Work {
+    fn from(r: Request) -> Self {
+        Work::Filecoin(r)
+    }
+}
 
 /// The queue of `p`'s level.
 fn level(p: Priority) -> usize {
@@ -222,12 +258,15 @@ pub struct Status {
     pub engine: EngineFigures,
     /// The proving keys held in host memory.
     pub keys: Vec<zkpipe_filecoin::ResidentKey>,
+    /// The circuits registered besides Filecoin's.
+    pub circuits: Vec<CircuitSummary>,
 }
 
 struct Job {
     kind: &'static str,
     partitions: usize,
-    request: Option<Arc<Request>>,
+    /// Taken by the worker that runs it (or dropped when it ends unrun).
+    work: Option<Work>,
     digest: blake3::Hash,
     priority: Priority,
     submitted: Instant,
@@ -414,6 +453,7 @@ struct Shared {
     deadlines: Condvar,
     prover: Prover,
     engine: Engine,
+    circuits: Circuits,
     limits: Limits,
     started: Instant,
     /// Makes job ids of this run unlike those of an earlier one.
@@ -444,8 +484,9 @@ impl Daemon {
     /// Starts `limits.workers` workers (and `limits.urgent_workers` for HIGH and CRITICAL
     /// jobs) proving on `engine` with `prover`, whose partitions are the work items: each
     /// waits for one of the prover's synthesis slots and for one of the engine's workers in
-    /// its job's priority ([`zkpipe_filecoin::schedule`]).
-    pub fn start(prover: Prover, engine: Engine, limits: Limits) -> Arc<Self> {
+    /// its job's priority ([`zkpipe_filecoin::schedule`]). Besides Filecoin's kinds it proves
+    /// `circuits` (registered with `prover`, whose cache holds their keys).
+    pub fn start(prover: Prover, engine: Engine, circuits: Circuits, limits: Limits) -> Arc<Self> {
         let slots = Scheduling::for_engine(engine.workers(), prover.options().synthesis_threads);
         let prover = prover.with_scheduling(slots);
         let started = Instant::now();
@@ -459,6 +500,7 @@ impl Daemon {
             deadlines: Condvar::new(),
             prover,
             engine,
+            circuits,
             limits,
             started,
             run_tag,
@@ -496,17 +538,18 @@ impl Daemon {
         })
     }
 
-    /// Queues `request` under `request_id` at `priority`; a job not started within
+    /// Queues `work` under `request_id` at `priority`; a job not started within
     /// `deadline` of now ends EXPIRED without running. `digest` is the request's content
     /// digest: the same request id with the same digest is the earlier job.
     pub fn submit(
         &self,
         request_id: &str,
         digest: blake3::Hash,
-        request: Request,
+        work: impl Into<Work>,
         priority: Priority,
         deadline: Option<Duration>,
     ) -> Result<Submitted, DaemonError> {
+        let work = work.into();
         let mut st = self.shared.lock();
         st.sweep(self.shared.limits.keep_finished);
         if let Some(job_id) = st.requests.get(request_id) {
@@ -534,15 +577,15 @@ impl Daemon {
         }
         st.next += 1;
         let id = format!("{:08x}-{}", self.shared.run_tag, st.next);
-        let partitions = partitions(&request);
+        let partitions = partitions(&work);
         let (phase, _) = watch::channel(Phase::Pending);
         let submitted = Instant::now();
         st.jobs.insert(
             id.clone(),
             Job {
-                kind: request.kind(),
+                kind: work.kind(),
                 partitions,
-                request: Some(Arc::new(request)),
+                work: Some(work),
                 digest,
                 priority,
                 submitted,
@@ -637,6 +680,11 @@ impl Daemon {
         }))
     }
 
+    /// The circuits it proves besides Filecoin's.
+    pub fn circuits(&self) -> &Circuits {
+        &self.shared.circuits
+    }
+
     /// The daemon now.
     pub fn status(&self) -> Status {
         let e = self.shared.engine.stats();
@@ -665,6 +713,7 @@ impl Daemon {
             kinds: st.kinds.clone(),
             engine,
             keys,
+            circuits: self.shared.circuits.summaries(),
         }
     }
 
@@ -699,7 +748,10 @@ impl Daemon {
 
 /// Partitions a request proves (one 192-byte proof each), as far as it is known before the
 /// run (the vanilla proofs' count; PoRep's is the C1 output's).
-fn partitions(request: &Request) -> usize {
+fn partitions(work: &Work) -> usize {
+    let Work::Filecoin(request) = work else {
+        return 1;
+    };
     match request {
         Request::PoRepC2(r) => match &r.c1.vanilla_proofs {
             filecoin_proofs_api::seal::VanillaSealProof::StackedDrg2KiBV1(v) => v.len(),
@@ -736,15 +788,29 @@ fn reap(shared: &Shared) {
 /// Ends `job` in `phase`.
 fn end(job: &mut Job, phase: Phase) {
     job.ended = Some(Instant::now());
-    job.request = None;
+    job.work = None;
     job.phase.send_replace(phase);
+}
+
+/// Proves `work` in `turn`: the proof's bytes, 192 a partition.
+fn prove(shared: &Shared, work: Work, turn: Turn<'_>) -> Result<Vec<u8>, FilecoinError> {
+    match work {
+        Work::Filecoin(request) => shared
+            .prover
+            .prove_in_turn(&shared.engine, &request, turn)
+            .map(|out| out.bytes),
+        Work::Circuit(witness) => {
+            let circuit = Arc::clone(witness.circuit());
+            circuit.prove(&shared.prover, &shared.engine, witness, turn)
+        }
+    }
 }
 
 /// A worker of `lane`: takes the next job, proves it, records the outcome; returns once the
 /// daemon drains and nothing is queued.
 fn work(shared: &Shared, lane: Lane) {
     loop {
-        let (id, request, priority, cancel) = {
+        let (id, work, priority, cancel) = {
             let mut st = shared.lock();
             let next = loop {
                 st.expire(Instant::now());
@@ -759,7 +825,7 @@ fn work(shared: &Shared, lane: Lane) {
             let Some(job) = st.jobs.get_mut(&next) else {
                 continue;
             };
-            let Some(request) = job.request.clone() else {
+            let Some(work) = job.work.take() else {
                 continue;
             };
             let started = Instant::now();
@@ -773,27 +839,28 @@ fn work(shared: &Shared, lane: Lane) {
                 .queue_wait_s
                 .observe(waited.as_secs_f64());
             st.running += 1;
-            (next, request, priority, cancel)
+            (next, work, priority, cancel)
         };
-        tracing::info!(job = %id, kind = request.kind(), priority = priority.name(), "job started");
+        let kind = work.kind();
+        tracing::info!(job = %id, kind, priority = priority.name(), "job started");
         let turn = Turn {
             priority,
             cancel: Some(&cancel),
         };
-        let outcome = shared.prover.prove_in_turn(&shared.engine, &request, turn);
+        let outcome = prove(shared, work, turn);
         let mut st = shared.lock();
         st.running -= 1;
         let phase = match outcome {
-            Ok(out) => {
-                tracing::info!(job = %id, kind = request.kind(), partitions = out.partitions.len(), "job completed");
-                Phase::Completed(Arc::new(out.bytes))
+            Ok(bytes) => {
+                tracing::info!(job = %id, kind, partitions = bytes.len() / 192, "job completed");
+                Phase::Completed(Arc::new(bytes))
             }
             Err(e @ FilecoinError::Cancelled { .. }) => {
-                tracing::info!(job = %id, kind = request.kind(), outcome = %e, "job cancelled");
+                tracing::info!(job = %id, kind, outcome = %e, "job cancelled");
                 Phase::Cancelled(format!("cancelled by the caller while it ran: {e}"))
             }
             Err(e) => {
-                tracing::warn!(job = %id, kind = request.kind(), error = %e, "job failed");
+                tracing::warn!(job = %id, kind, error = %e, "job failed");
                 Phase::Failed(e.to_string())
             }
         };

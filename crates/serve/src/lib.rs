@@ -4,6 +4,7 @@
 //! and, with a bearer token, on TCP ([`server`]); they are queued by priority and proved by a
 //! fixed number of workers on one engine ([`daemon`]).
 
+pub mod circuits;
 pub mod daemon;
 mod http;
 mod metrics;
@@ -20,7 +21,8 @@ pub mod pb {
     tonic::include_proto!("zkpipe.v1");
 }
 
-pub use daemon::{Daemon, Limits, Priority};
+pub use circuits::{CircuitConfig, CircuitError, Circuits};
+pub use daemon::{Daemon, Limits, Priority, Work};
 pub use server::{
     connect_tcp, connect_unix, read_config, read_token, serve, unix_channel, ClientTls,
     ConfigError, ServeConfig, ServeError,

@@ -74,6 +74,11 @@ pub struct ServeConfig {
     /// where there are two or more, one is kept for HIGH and CRITICAL jobs. Default 3.
     #[serde(default = "default_synthesis")]
     pub synthesis_threads: usize,
+    /// Circuits proved besides Filecoin's, by name: `[serve.circuits.NAME]` with `params`
+    /// (the Groth16 parameter file) and `recording` (the circuit's recording). Each is read
+    /// and checked at start; one that cannot be used stops the start with its reason.
+    #[serde(default)]
+    pub circuits: std::collections::BTreeMap<String, crate::CircuitConfig>,
 }
 
 fn default_socket() -> PathBuf {
@@ -133,6 +138,7 @@ impl Default for ServeConfig {
             key_budget: None,
             preload: Vec::new(),
             synthesis_threads: default_synthesis(),
+            circuits: Default::default(),
         }
     }
 }
@@ -651,7 +657,12 @@ preload = ["winning-post:32GiB", "porep-c2:32GiB"]
             zkpipe_pipeline::Config::default().with_backend(zkpipe_pipeline::Backend::Cpu),
         )
         .unwrap();
-        let daemon = crate::Daemon::start(prover, engine, crate::Limits::default());
+        let daemon = crate::Daemon::start(
+            prover,
+            engine,
+            crate::Circuits::default(),
+            crate::Limits::default(),
+        );
         let e = rt
             .block_on(serve(
                 ProverService::new(Arc::clone(&daemon)),

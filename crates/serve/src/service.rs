@@ -7,7 +7,8 @@ use prost::Message;
 use tonic::{Request as GrpcRequest, Response, Status};
 use zkpipe_filecoin::{request as fil, FilecoinError, KeyKind, KeyName, PoRepC2, Request};
 
-use crate::daemon::{Daemon, DaemonError, JobView, Phase, Priority};
+use crate::circuits::{CircuitError, Circuits};
+use crate::daemon::{Daemon, DaemonError, JobView, Phase, Priority, Work};
 use crate::pb;
 
 /// The longest request id taken.
@@ -46,8 +47,21 @@ fn invalid(what: impl std::fmt::Display) -> Status {
     Status::invalid_argument(what.to_string())
 }
 
-/// The proof a submission asks for, checked and parsed.
-fn parse(proof: Option<pb::submit_request::Proof>) -> Result<Request, Status> {
+/// The proof a submission asks for, checked and parsed: a Filecoin kind, or a witness of one
+/// of `circuits`.
+fn parse(proof: Option<pb::submit_request::Proof>, circuits: &Circuits) -> Result<Work, Status> {
+    use pb::submit_request::Proof;
+    match proof {
+        Some(Proof::CircuitWitness(w)) => circuits
+            .witness(&w.circuit, &w.inputs, &w.aux)
+            .map(Work::Circuit)
+            .map_err(|e: CircuitError| invalid(format!("circuit_witness: {e}"))),
+        other => parse_filecoin(other).map(Work::Filecoin),
+    }
+}
+
+/// A Filecoin kind's request, checked and parsed.
+fn parse_filecoin(proof: Option<pb::submit_request::Proof>) -> Result<Request, Status> {
     use pb::submit_request::Proof;
     let json = |what: &'static str, bytes: &[u8]| -> Result<(), Status> {
         match bytes.is_empty() {
@@ -57,7 +71,7 @@ fn parse(proof: Option<pb::submit_request::Proof>) -> Result<Request, Status> {
     };
     match proof {
         None => Err(invalid(
-            "no proof: set one of porep_c2, window_post_json, winning_post_json, snap_json",
+            "no proof: set one of porep_c2, window_post_json, winning_post_json, snap_json, circuit_witness",
         )),
         Some(Proof::PorepC2(p)) => {
             json("porep_c2.c1_json", &p.c1_json)?;
@@ -96,6 +110,7 @@ fn parse(proof: Option<pb::submit_request::Proof>) -> Result<Request, Status> {
                 .map(Request::Snap)
                 .map_err(|e| invalid(format!("snap_json: {e}")))
         }
+        Some(Proof::CircuitWitness(_)) => Err(invalid("circuit_witness: not a Filecoin kind")),
     }
 }
 
@@ -130,9 +145,9 @@ fn key_status(e: FilecoinError) -> Status {
     }
 }
 
-fn priority(p: i32, request: &Request) -> Result<Priority, Status> {
+fn priority(p: i32, work: &Work) -> Result<Priority, Status> {
     match pb::Priority::try_from(p) {
-        Ok(pb::Priority::Unspecified) => Ok(Priority::of(request)),
+        Ok(pb::Priority::Unspecified) => Ok(work.default_priority()),
         Ok(pb::Priority::Low) => Ok(Priority::Low),
         Ok(pb::Priority::Normal) => Ok(Priority::Normal),
         Ok(pb::Priority::High) => Ok(Priority::High),
@@ -171,12 +186,12 @@ impl ProverService {
             }
             .encode_to_vec(),
         );
-        let request = parse(req.proof)?;
-        let priority = priority(req.priority, &request)?;
+        let work = parse(req.proof, self.daemon.circuits())?;
+        let priority = priority(req.priority, &work)?;
         let deadline = (req.deadline_ms > 0).then(|| Duration::from_millis(req.deadline_ms));
         let s = self
             .daemon
-            .submit(&req.request_id, digest, request, priority, deadline)?;
+            .submit(&req.request_id, digest, work, priority, deadline)?;
         Ok(pb::SubmitResponse {
             job_id: s.id,
             queue_position: u32::try_from(s.ahead).unwrap_or(u32::MAX),
@@ -381,6 +396,18 @@ fn status_response(s: &crate::daemon::Status) -> pb::StatusResponse {
         key_pinned_bytes: s.engine.key_pinned_bytes,
         quarantined_devices: count(s.engine.quarantined_devices),
         keys: s.keys.iter().map(key_to_pb).collect(),
+        circuits: s
+            .circuits
+            .iter()
+            .map(|c| pb::CircuitStatus {
+                name: c.name.clone(),
+                inputs: c.inputs as u64,
+                aux: c.aux as u64,
+                constraints: c.constraints as u64,
+                params: c.params.display().to_string(),
+                recording: c.recording.display().to_string(),
+            })
+            .collect(),
     }
 }
 

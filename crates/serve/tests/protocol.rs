@@ -39,7 +39,12 @@ fn daemon(dir: &std::path::Path) -> Arc<Daemon> {
         ProveOptions::default(),
     );
     let engine = Engine::start(Config::default().with_backend(Backend::Cpu)).expect("engine");
-    Daemon::start(prover, engine, Limits::default())
+    Daemon::start(
+        prover,
+        engine,
+        zkpipe_serve::Circuits::default(),
+        Limits::default(),
+    )
 }
 
 /// Serves `config` on a runtime of its own thread until the returned sender is dropped or

@@ -38,6 +38,7 @@ fn daemon(workers: usize) -> Arc<Daemon> {
     Daemon::start(
         prover,
         engine,
+        zkpipe_serve::Circuits::default(),
         Limits {
             workers,
             ..Limits::default()
@@ -75,6 +76,47 @@ fn http_get(addr: std::net::SocketAddr, path: &str, token: Option<&str>) -> (u16
     (code, body)
 }
 
+/// A daemon served under a configuration on a runtime of its own, until [`Served::stop`].
+struct Served {
+    rt: tokio::runtime::Runtime,
+    stop: tokio::sync::oneshot::Sender<()>,
+    server: tokio::task::JoinHandle<Result<(), zkpipe_serve::ServeError>>,
+}
+
+impl Served {
+    /// Serves `d` under `config`; returns once its socket is there.
+    fn start(d: &Arc<Daemon>, config: &ServeConfig) -> Self {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = rt.spawn({
+            let service = ProverService::new(Arc::clone(d));
+            let config = config.clone();
+            async move {
+                serve(service, &config, async {
+                    let _ = stopped.await;
+                })
+                .await
+            }
+        });
+        for _ in 0..100 {
+            if config.socket.exists() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Self { rt, stop, server }
+    }
+
+    /// Stops serving; the server must stop cleanly.
+    fn stop(self) {
+        let _ = self.stop.send(());
+        self.rt
+            .block_on(self.server)
+            .unwrap()
+            .expect("the server stops cleanly");
+    }
+}
+
 fn submit(request_id: &str, proof: Proof) -> pb::SubmitRequest {
     pb::SubmitRequest {
         request_id: request_id.into(),
@@ -102,26 +144,8 @@ fn proofs_over_the_socket_and_tcp_are_accepted_and_bad_requests_refused() {
         ..ServeConfig::default()
     };
     let d = daemon(1);
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = rt.spawn({
-        let service = ProverService::new(Arc::clone(&d));
-        let config = config.clone();
-        async move {
-            serve(service, &config, async {
-                let _ = stopped.await;
-            })
-            .await
-        }
-    });
-    rt.block_on(async {
-        // The socket is there once the server listens.
-        for _ in 0..100 {
-            if config.socket.exists() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+    let served = Served::start(&d, &config);
+    served.rt.block_on(async {
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&config.socket)
             .unwrap()
@@ -409,10 +433,7 @@ fn proofs_over_the_socket_and_tcp_are_accepted_and_bad_requests_refused() {
         assert_eq!(answer.state(), pb::JobState::Completed, "{}", answer.error);
         assert!(zkpipe_filecoin::verify::with_filecoin_proofs(&request, &answer.proof).unwrap());
     });
-    let _ = stop.send(());
-    rt.block_on(server)
-        .unwrap()
-        .expect("the server stops cleanly");
+    served.stop();
     assert!(!config.socket.exists(), "the socket is removed");
     d.drain();
 }
@@ -697,4 +718,212 @@ fn keys_are_preloaded_evicted_unless_in_use_and_kept_under_their_budget() {
         .map(|k| k.path)
         .collect();
     assert_eq!(held, std::slice::from_ref(&b.path));
+}
+
+/// A registered circuit's files: `RandomR1cs` of `constraints` constraints, its parameters
+/// (bellperson's setup) and its recording, written into `dir`.
+fn circuit_files(
+    dir: &std::path::Path,
+    name: &str,
+    circuit: zkpipe_bellperson::circuits::RandomR1cs,
+) -> zkpipe_serve::CircuitConfig {
+    use rand_core::SeedableRng;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(circuit.seed);
+    let params =
+        bellperson::groth16::generate_random_parameters::<blstrs::Bls12, _, _>(circuit, &mut rng)
+            .expect("setup");
+    let config = zkpipe_serve::CircuitConfig {
+        params: dir.join(format!("{name}.params")),
+        recording: dir.join(format!("{name}.zkpipe-r1cs")),
+    };
+    let mut file = std::fs::File::create(&config.params).unwrap();
+    params.write(&mut file).unwrap();
+    let id = zkpipe_r1cs::CircuitId(name.to_string());
+    let recording = zkpipe_bellperson::record(circuit, id).expect("records");
+    zkpipe_r1cs::file::save(&recording, &config.recording).expect("saves");
+    config
+}
+
+fn circuit_witness(circuit: &str, inputs: &[blstrs::Scalar], aux: &[blstrs::Scalar]) -> Proof {
+    Proof::CircuitWitness(pb::CircuitWitness {
+        circuit: circuit.into(),
+        inputs: zkpipe_serve::circuits::to_bytes(inputs),
+        aux: zkpipe_serve::circuits::to_bytes(aux),
+    })
+}
+
+#[test]
+fn a_registered_circuit_is_proved_from_its_witness_over_the_socket_and_tcp() {
+    use zkpipe_bellperson::circuits::RandomR1cs;
+    let dir = scratch("circuits");
+    let random = RandomR1cs {
+        constraints: 700,
+        inputs: 3,
+        seed: 11,
+    };
+    let config = circuit_files(&dir, "random", random);
+    let other = circuit_files(
+        &dir,
+        "other",
+        RandomR1cs {
+            constraints: 300,
+            ..random
+        },
+    );
+    let params = bellperson::groth16::Parameters::<blstrs::Bls12>::read(
+        std::fs::File::open(&config.params).unwrap(),
+        false,
+    )
+    .unwrap();
+    let pvk = bellperson::groth16::prepare_verifying_key(&params.vk);
+    let witness = zkpipe_bellperson::synthesize(random).expect("synthesizes");
+    let inputs = witness.input[1..].to_vec();
+    let aux = witness.aux.to_vec();
+    let accepted = |proof: &[u8]| {
+        let proof = bellperson::groth16::Proof::<blstrs::Bls12>::read(proof).expect("192 bytes");
+        bellperson::groth16::verify_proof(&pvk, &proof, &inputs).expect("verifies")
+    };
+
+    // Registration refuses files that are not of one circuit, a damaged recording and a bad
+    // name, each with its reason.
+    let prover = || Prover::new(ParamsCache::new(params_dir()), ProveOptions::default());
+    let register = |name: &str, c: zkpipe_serve::CircuitConfig| {
+        zkpipe_serve::Circuits::register(&prover(), &[(name.to_string(), c)].into())
+    };
+    let mixed = zkpipe_serve::CircuitConfig {
+        recording: other.recording.clone(),
+        ..config.clone()
+    };
+    let e = register("mixed", mixed).unwrap_err();
+    assert!(
+        matches!(e, zkpipe_serve::CircuitError::Mismatch { .. }),
+        "{e}"
+    );
+    assert!(e.to_string().contains("not of one circuit"), "{e}");
+    let damaged = dir.join("damaged.zkpipe-r1cs");
+    let mut bytes = std::fs::read(&config.recording).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 1;
+    std::fs::write(&damaged, bytes).unwrap();
+    let e = register(
+        "damaged",
+        zkpipe_serve::CircuitConfig {
+            recording: damaged,
+            ..config.clone()
+        },
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, zkpipe_serve::CircuitError::Recording { .. }),
+        "{e}"
+    );
+    let e = register("a b", config.clone()).unwrap_err();
+    assert!(matches!(e, zkpipe_serve::CircuitError::BadName(_)), "{e}");
+
+    let prover = prover();
+    let configs = [("random".to_string(), config.clone())].into();
+    let circuits = zkpipe_serve::Circuits::register(&prover, &configs).expect("registers");
+    let engine = Engine::start(Config::default().with_backend(Backend::Cpu)).expect("engine");
+    let d = Daemon::start(prover, engine, circuits, Limits::default());
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, "circuit-token\n").unwrap();
+    let serve_config = ServeConfig {
+        socket: dir.join("zkpipe.sock"),
+        tcp: Some(free_port()),
+        token_file: Some(token_file),
+        ..ServeConfig::default()
+    };
+    let served = Served::start(&d, &serve_config);
+    served.rt.block_on(async {
+        let mut c = connect_unix(&serve_config.socket).await.expect("connects");
+        let status = c
+            .get_status(pb::StatusRequest {})
+            .await
+            .unwrap()
+            .into_inner();
+        let listed = &status.circuits[0];
+        assert_eq!(
+            (listed.name.as_str(), listed.inputs, listed.aux),
+            ("random", 3, aux.len() as u64)
+        );
+        assert!(status.keys.iter().any(|k| k.id == "circuit:random"));
+
+        let answer = c
+            .prove(submit(
+                "circuit-1",
+                circuit_witness("random", &inputs, &aux),
+            ))
+            .await
+            .expect("proves")
+            .into_inner();
+        assert_eq!(answer.state(), pb::JobState::Completed, "{}", answer.error);
+        assert_eq!((answer.kind.as_str(), answer.partitions), ("circuit", 1));
+        assert!(accepted(&answer.proof), "bellperson accepts the proof");
+
+        let mut tcp = connect_tcp(serve_config.tcp.unwrap(), "circuit-token", None)
+            .await
+            .expect("connects");
+        let again = tcp
+            .prove(submit(
+                "circuit-2",
+                circuit_witness("random", &inputs, &aux),
+            ))
+            .await
+            .expect("proves")
+            .into_inner();
+        assert_eq!(again.state(), pb::JobState::Completed, "{}", again.error);
+        assert!(accepted(&again.proof), "over TCP too");
+        assert_ne!(again.proof, answer.proof, "each proof its own randomness");
+
+        // Bad witnesses: refused at the boundary with what was wrong.
+        let refused = |r: Result<tonic::Response<pb::SubmitResponse>, tonic::Status>| {
+            let e = r.expect_err("refused");
+            assert_eq!(e.code(), Code::InvalidArgument, "{e}");
+            e.message().to_string()
+        };
+        let e = refused(
+            c.submit(submit("unknown", circuit_witness("nope", &inputs, &aux)))
+                .await,
+        );
+        assert!(e.contains("unknown circuit") && e.contains("random"), "{e}");
+        let e = refused(
+            c.submit(submit(
+                "short",
+                circuit_witness("random", &inputs, &aux[1..]),
+            ))
+            .await,
+        );
+        assert!(e.contains(&format!("{} values", aux.len() - 1)), "{e}");
+        let mut ragged = circuit_witness("random", &inputs, &aux);
+        if let Proof::CircuitWitness(w) = &mut ragged {
+            w.aux.pop();
+        }
+        let e = refused(c.submit(submit("ragged", ragged)).await);
+        assert!(e.contains("not a whole number"), "{e}");
+        let mut high = circuit_witness("random", &inputs, &aux);
+        if let Proof::CircuitWitness(w) = &mut high {
+            w.inputs[32..64].fill(0xff);
+        }
+        let e = refused(c.submit(submit("high", high)).await);
+        assert!(e.contains("inputs[1]: not a canonical scalar"), "{e}");
+
+        // A witness that does not satisfy the circuit: FAILED, never a wrong proof.
+        let mut wrong = aux.clone();
+        let last = wrong.len() - 1;
+        wrong[last] += blstrs::Scalar::from(1u64);
+        let failed = c
+            .prove(submit("wrong", circuit_witness("random", &inputs, &wrong)))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(failed.state(), pb::JobState::Failed);
+        assert!(failed.proof.is_empty());
+        assert!(
+            failed.error.contains("does not satisfy the circuit"),
+            "{}",
+            failed.error
+        );
+    });
+    served.stop();
+    d.drain();
 }
