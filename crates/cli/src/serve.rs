@@ -77,7 +77,9 @@ pub fn serve(a: &ServeArgs) -> Result<(), Failure> {
         })
         .collect::<Result<Vec<_>, _>>()?;
     let params = match cfg.key_budget {
-        Some(bytes) => ParamsCache::new(&dir).with_key_budget(bytes),
+        Some(bytes) => ParamsCache::new(&dir)
+            .with_key_budget(bytes)
+            .with_key_wait(std::time::Duration::from_secs(cfg.key_wait_s)),
         None => ParamsCache::new(&dir),
     };
     let prover = Prover::new(

@@ -51,8 +51,8 @@ pub use keys::{KeyKind, KeyName};
 pub use kinds::{porep_blank_id, record_porep_blank};
 pub use params::{LoadedKey, ParamsCache, ResidentKey, Trust, CIRCUIT_SOURCE};
 pub use prover::{
-    witness_bytes, PartitionReport, ProofOutput, ProveOptions, Prover, ReferenceOutput, Retry,
-    Synthesis,
+    synthesis_bytes, witness_bytes, PartitionReport, ProofOutput, ProveOptions, Prover,
+    ReferenceOutput, Retry, Synthesis, SynthesisMemory,
 };
 pub use request::{PoRepC2, Request, SnapUpdate, WindowPoSt, WinningPoSt};
 pub use schedule::{Priority, Scheduling, Turn};
@@ -198,6 +198,14 @@ pub enum FilecoinError {
     /// engine, or its witness was refused there.
     #[error("{source}")]
     Circuit { source: zkpipe_pipeline::ProveError },
+    /// One partition's synthesis would need more host memory than the whole budget for
+    /// synthesis working sets.
+    #[error("a partition of {path} synthesizes in about {needed} bytes of host memory, more than the budget of {budget} bytes for synthesis (synthesis_memory)")]
+    SynthesisMemory {
+        path: PathBuf,
+        needed: usize,
+        budget: usize,
+    },
     /// The caller cancelled the proof: its partitions not yet started were never started.
     #[error(
         "cancelled with {proved} of {partitions} partitions proved; those not started never ran"
@@ -216,6 +224,7 @@ impl FilecoinError {
                 | FilecoinError::ParamsIo { .. }
                 | FilecoinError::Cancelled { .. }
                 | FilecoinError::KeyBudget { .. }
+                | FilecoinError::SynthesisMemory { .. }
                 | FilecoinError::KeyInUse { .. }
         )
     }

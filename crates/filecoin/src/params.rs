@@ -14,8 +14,8 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use bellperson::groth16;
 use blstrs::{Bls12, Scalar};
@@ -127,6 +127,20 @@ pub struct ParamsCache {
     recordings: Mutex<HashMap<PathBuf, Arc<Recording>>>,
     /// Host bytes the keys held may take (None: no limit).
     budget: Option<usize>,
+    /// How long a key to be read waits for keys in use to be let go when the budget has no
+    /// room for it.
+    key_wait: Duration,
+}
+
+/// How often a key waiting for room under the budget looks again.
+const ROOM_POLL: Duration = Duration::from_millis(100);
+
+/// Where a key to be read stands once the cache has looked for room for it.
+enum Room<'c> {
+    /// Read meanwhile by another caller: held already.
+    Held(LoadedKey),
+    /// Room made; the cache stays locked until the key is read and held.
+    Made(MutexGuard<'c, Keys>),
 }
 
 /// The keys held, by parameter set id, and when each was last asked for.
@@ -171,6 +185,7 @@ impl ParamsCache {
             keys: Mutex::new(Keys::default()),
             recordings: Mutex::new(HashMap::new()),
             budget: None,
+            key_wait: Duration::ZERO,
         }
     }
 
@@ -183,6 +198,61 @@ impl ParamsCache {
         Self {
             budget: Some(bytes),
             ..self
+        }
+    }
+
+    /// The same cache, where a key to be read finds the budget held by keys in use, waiting
+    /// up to `wait` for their jobs to let go of them before it is refused (a key larger than
+    /// the whole budget is refused at once). Default: no wait.
+    pub fn with_key_wait(self, wait: Duration) -> Self {
+        Self {
+            key_wait: wait,
+            ..self
+        }
+    }
+
+    fn lock_keys(&self) -> MutexGuard<'_, Keys> {
+        self.keys.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Room for `needed` bytes of the key `id` under the budget: least recently used keys
+    /// no job holds are evicted, and where those do not make room it waits (up to its key
+    /// wait) for keys in use to be let go. A key another caller read meanwhile is returned
+    /// held.
+    fn room<'c>(
+        &'c self,
+        mut keys: MutexGuard<'c, Keys>,
+        id: &str,
+        needed: usize,
+        path: &Path,
+    ) -> Result<Room<'c>, FilecoinError> {
+        let started = Instant::now();
+        loop {
+            if let Some(k) = keys.held.get(id) {
+                let k = LoadedKey {
+                    generated_ms: 0.0,
+                    read_ms: 0.0,
+                    ..k.clone()
+                };
+                keys.touch(id);
+                return Ok(Room::Held(k));
+            }
+            match self.make_room(&mut keys, needed, path) {
+                Ok(()) => return Ok(Room::Made(keys)),
+                Err(e) => {
+                    let could_fit = self.budget.is_some_and(|b| needed <= b);
+                    let waited = started.elapsed();
+                    if !could_fit || waited >= self.key_wait {
+                        return Err(e);
+                    }
+                    if waited.is_zero() {
+                        tracing::info!(key = id, needed, budget = ?self.budget, wait_s = self.key_wait.as_secs(), "waiting for keys in use to be let go: the key budget has no room");
+                    }
+                }
+            }
+            drop(keys);
+            std::thread::sleep(ROOM_POLL);
+            keys = self.lock_keys();
         }
     }
 
@@ -294,7 +364,10 @@ impl ParamsCache {
         }
         let path = self.path(&id, GROTH_PARAMETER_EXT);
         let file_bytes = std::fs::metadata(&path).map_or(0, |m| m.len() as usize);
-        self.make_room(&mut keys, file_bytes, &path)?;
+        let mut keys = match self.room(keys, &id, file_bytes, &path)? {
+            Room::Held(k) => return Ok(k),
+            Room::Made(keys) => keys,
+        };
         let mut generated_ms = 0.0;
         let mut generated = None;
         if !path.exists() {
@@ -364,7 +437,10 @@ impl ParamsCache {
                 source,
             })?
             .len() as usize;
-        self.make_room(&mut keys, file_bytes, path)?;
+        let mut keys = match self.room(keys, id, file_bytes, path)? {
+            Room::Held(k) => return Ok(k),
+            Room::Made(keys) => keys,
+        };
         let t = Instant::now();
         let key = zkpipe_pipeline::read_params(path).map_err(|source| FilecoinError::Params {
             source: Box::new(source),

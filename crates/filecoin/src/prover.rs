@@ -178,6 +178,14 @@ impl Prover {
         &self.params
     }
 
+    /// Host memory its synthesizing partitions hold now, under its budget.
+    pub fn synthesis_memory(&self) -> SynthesisMemory {
+        SynthesisMemory {
+            in_use: self.gates.memory.in_use(),
+            budget: self.gates.memory.capacity(),
+        }
+    }
+
     /// Proves `request` on `engine`: filecoin-proofs' bytes for it, each partition proof
     /// checked before it was returned.
     pub fn prove(&self, engine: &Engine, request: &Request) -> Result<ProofOutput, FilecoinError> {
@@ -389,6 +397,24 @@ impl Prover {
             partitions: 0,
         };
         let synthesizing = self.gates.synthesis.enter(turn).ok_or_else(cancelled)?;
+        let synthesis = match recording {
+            Some(_) => Synthesis::Recorded,
+            None => Synthesis::Full,
+        };
+        let needed = synthesis_bytes(&key.key, synthesis);
+        let budget = self.gates.memory.capacity();
+        if needed > budget {
+            return Err(FilecoinError::SynthesisMemory {
+                path: key.path.clone(),
+                needed,
+                budget,
+            });
+        }
+        let _working_set = self
+            .gates
+            .memory
+            .enter_with(turn, needed)
+            .ok_or_else(cancelled)?;
         let part = catch("building the partition's circuit", Some(k), || make(k))??;
         let witness = match recording {
             None => {
@@ -558,6 +584,22 @@ fn job_error(key: &LoadedKey, k: usize, e: ProveError) -> FilecoinError {
             source,
         },
     }
+}
+
+/// Host bytes one partition of `key` works in while it synthesizes, estimated: its witness
+/// ([`witness_bytes`]) and about one more copy of the aux values (bellperson's constraint
+/// system's own, or the parts' witnesses until they are joined). What the synthesis memory
+/// budget ([`Scheduling::synthesis_bytes`]) counts.
+pub fn synthesis_bytes(key: &ProvingKey, synthesis: Synthesis) -> usize {
+    witness_bytes(key, synthesis) + 32 * key.num_aux()
+}
+
+/// Host bytes the partitions synthesizing at once hold now, by their estimates, and the
+/// budget ([`usize::MAX`]: none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct SynthesisMemory {
+    pub in_use: usize,
+    pub budget: usize,
 }
 
 /// Bytes of witness memory one partition of `key` holds while it synthesizes and until the

@@ -1,10 +1,12 @@
-//! Partitions as work items: each partition of a proof passes two gates on its way, its
-//! synthesis (the CPU and a lent witness) and its job on the engine. Both gates let waiters
-//! through highest priority first and in order of arrival within a priority, and each keeps
-//! room that only urgent work (HIGH and CRITICAL) may take, so that a WinningPoSt arriving
-//! while a PoRep proof's partitions stream through never waits behind those not yet started:
-//! it takes the next free synthesis slot and the next free engine worker (kernels already
-//! running are not preempted).
+//! Partitions as work items: each partition of a proof passes three gates on its way, its
+//! synthesis (the CPU and a lent witness), the host memory its synthesis works in, and its job
+//! on the engine. The gates let waiters through highest priority first and in order of
+//! arrival within a priority, and the synthesis and engine gates keep room that only urgent
+//! work (HIGH and CRITICAL) may take, so that a WinningPoSt arriving while a PoRep proof's
+//! partitions stream through never waits behind those not yet started: it takes the next free
+//! synthesis slot and the next free engine worker (kernels already running are not
+//! preempted). The memory gate counts bytes: a partition waits until its working set fits
+//! the budget, and one that could never fit is refused with the bytes.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -73,6 +75,9 @@ pub struct Scheduling {
     /// engine's workers and one more, so that the next partition is waiting when a worker
     /// frees and an urgent one is first in line.
     pub engine_slots: usize,
+    /// Host bytes the partitions synthesizing at once may take together, each by its
+    /// estimate ([`crate::prover::synthesis_bytes`]).
+    pub synthesis_bytes: usize,
 }
 
 impl Scheduling {
@@ -81,14 +86,25 @@ impl Scheduling {
     pub const UNLIMITED: Scheduling = Scheduling {
         synthesis_slots: usize::MAX,
         engine_slots: usize::MAX,
+        synthesis_bytes: usize::MAX,
     };
 
     /// For an engine of `workers` workers and `synthesis_slots` partitions synthesized at
-    /// once.
+    /// once, with no limit on their memory.
     pub fn for_engine(workers: usize, synthesis_slots: usize) -> Self {
         Self {
             synthesis_slots: synthesis_slots.max(1),
             engine_slots: workers.max(1) + 1,
+            synthesis_bytes: usize::MAX,
+        }
+    }
+
+    /// The same, the partitions synthesizing at once taking at most `bytes` of host memory
+    /// (None: no limit).
+    pub fn with_synthesis_memory(self, bytes: Option<usize>) -> Self {
+        Self {
+            synthesis_bytes: bytes.unwrap_or(usize::MAX),
+            ..self
         }
     }
 }
@@ -97,6 +113,7 @@ impl Scheduling {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stage {
     Synthesis,
+    Memory,
     Engine,
 }
 
@@ -104,6 +121,7 @@ impl std::fmt::Display for Stage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Stage::Synthesis => "synthesis",
+            Stage::Memory => "host memory for synthesis",
             Stage::Engine => "the engine",
         })
     }
@@ -133,12 +151,12 @@ impl Turn<'_> {
 /// How often a waiter looks at its cancel flag.
 const CANCEL_POLL: Duration = Duration::from_millis(20);
 
-/// Room for `capacity` partitions at once, let through by priority.
+/// Room for `capacity` units at once (partitions, or bytes), let through by priority.
 #[derive(Debug)]
 pub(crate) struct Gate {
     stage: Stage,
     capacity: usize,
-    /// Room only urgent work may take (one slot where the gate has two or more).
+    /// Room only urgent work may take (one slot where a gate of slots has two or more).
     reserved: usize,
     state: Mutex<GateState>,
     turn: Condvar,
@@ -146,6 +164,7 @@ pub(crate) struct Gate {
 
 #[derive(Debug, Default)]
 struct GateState {
+    /// Units taken.
     in_use: usize,
     /// Of those, held by LOW and NORMAL work.
     in_use_routine: usize,
@@ -154,19 +173,20 @@ struct GateState {
     next_ticket: u64,
 }
 
-/// A slot taken at a gate; dropping it frees the slot.
+/// Room taken at a gate; dropping it frees the room.
 #[derive(Debug)]
 pub(crate) struct Permit<'g> {
     gate: &'g Gate,
     priority: Priority,
+    units: usize,
 }
 
 impl Drop for Permit<'_> {
     fn drop(&mut self) {
         let mut st = self.gate.lock();
-        st.in_use -= 1;
+        st.in_use -= self.units;
         if !self.priority.is_urgent() {
-            st.in_use_routine -= 1;
+            st.in_use_routine -= self.units;
         }
         drop(st);
         self.gate.turn.notify_all();
@@ -174,6 +194,7 @@ impl Drop for Permit<'_> {
 }
 
 impl Gate {
+    /// A gate of `capacity` slots, one kept for urgent work where there are two or more.
     pub(crate) fn new(stage: Stage, capacity: usize) -> Self {
         let capacity = capacity.max(1);
         Self {
@@ -185,6 +206,28 @@ impl Gate {
         }
     }
 
+    /// A gate of `capacity` bytes, none kept for urgent work (an urgent partition is first in
+    /// line when bytes free, and its working set is small beside a PoRep partition's).
+    pub(crate) fn of_bytes(stage: Stage, capacity: usize) -> Self {
+        Self {
+            stage,
+            capacity: capacity.max(1),
+            reserved: 0,
+            state: Mutex::new(GateState::default()),
+            turn: Condvar::new(),
+        }
+    }
+
+    /// Units it lets through at once.
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Units taken now.
+    pub(crate) fn in_use(&self) -> usize {
+        self.lock().in_use
+    }
+
     fn lock(&self) -> MutexGuard<'_, GateState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -193,6 +236,14 @@ impl Gate {
     /// waiting goes first, and LOW and NORMAL work leaves the reserved room free. None once
     /// the turn is cancelled.
     pub(crate) fn enter(&self, turn: Turn<'_>) -> Option<Permit<'_>> {
+        self.enter_with(turn, 1)
+    }
+
+    /// As [`Gate::enter`] for `units` at once (taken as the whole capacity where they are
+    /// more, so that a waiter never waits for room the gate cannot have: callers refuse such
+    /// work before they wait).
+    pub(crate) fn enter_with(&self, turn: Turn<'_>, units: usize) -> Option<Permit<'_>> {
+        let units = units.min(self.capacity);
         let p = turn.priority;
         let arrived = std::time::Instant::now();
         let mut st = self.lock();
@@ -206,11 +257,11 @@ impl Gate {
                 self.turn.notify_all();
                 return None;
             }
-            if self.admits(&st, p, ticket) {
+            if self.admits(&st, p, ticket, units) {
                 st.waiting[p.index()].pop_front();
-                st.in_use += 1;
+                st.in_use += units;
                 if !p.is_urgent() {
-                    st.in_use_routine += 1;
+                    st.in_use_routine += units;
                 }
                 drop(st);
                 // Another waiter may be next now that this one left the line.
@@ -222,6 +273,7 @@ impl Gate {
                 return Some(Permit {
                     gate: self,
                     priority: p,
+                    units,
                 });
             }
             st = self
@@ -232,23 +284,25 @@ impl Gate {
         }
     }
 
-    /// True when the waiter `ticket` at level `p` may take a slot now.
-    fn admits(&self, st: &GateState, p: Priority, ticket: u64) -> bool {
+    /// True when the waiter `ticket` at level `p` may take `units` now.
+    fn admits(&self, st: &GateState, p: Priority, ticket: u64, units: usize) -> bool {
         let first_of_its_level = st.waiting[p.index()].front() == Some(&ticket);
         let none_above = Priority::ALL
             .iter()
             .filter(|&&q| q > p)
             .all(|q| st.waiting[q.index()].is_empty());
-        let room = st.in_use < self.capacity;
-        let routine_room = p.is_urgent() || st.in_use_routine < self.capacity - self.reserved;
+        let room = st.in_use + units <= self.capacity;
+        let routine_room =
+            p.is_urgent() || st.in_use_routine + units <= self.capacity - self.reserved;
         first_of_its_level && none_above && room && routine_room
     }
 }
 
-/// The two gates of a prover.
+/// The gates of a prover.
 #[derive(Debug)]
 pub(crate) struct Gates {
     pub synthesis: Gate,
+    pub memory: Gate,
     pub engine: Gate,
 }
 
@@ -256,6 +310,7 @@ impl Gates {
     pub(crate) fn new(s: Scheduling) -> Self {
         Self {
             synthesis: Gate::new(Stage::Synthesis, s.synthesis_slots),
+            memory: Gate::of_bytes(Stage::Memory, s.synthesis_bytes),
             engine: Gate::new(Stage::Engine, s.engine_slots),
         }
     }
@@ -390,6 +445,50 @@ mod tests {
         drop(held);
         assert!(next.join().unwrap());
         assert_eq!(*order.lock().unwrap(), ["n1"]);
+    }
+
+    #[test]
+    fn a_gate_of_bytes_lets_through_what_fits_in_priority_order() {
+        let gate = Arc::new(Gate::of_bytes(Stage::Memory, 100));
+        let held = gate.enter_with(Turn::NORMAL, 70).expect("fits");
+        assert_eq!(gate.in_use(), 70);
+        let order = Arc::new(Mutex::new(Vec::new()));
+        // 40 more do not fit beside 70: both wait, the CRITICAL one first in line although it
+        // came second; 30 fit, and a waiter of 30 behind them waits its turn.
+        let weighed = |name: &'static str, p: Priority, units: usize| {
+            let (gate, order) = (Arc::clone(&gate), Arc::clone(&order));
+            std::thread::spawn(move || {
+                let turn = Turn {
+                    priority: p,
+                    cancel: None,
+                };
+                let permit = gate.enter_with(turn, units).expect("room");
+                order.lock().unwrap().push(name);
+                std::thread::sleep(Duration::from_millis(20));
+                drop(permit);
+            })
+        };
+        let n40 = weighed("n40", Priority::Normal, 40);
+        wait_until(|| waiting(&gate) == 1);
+        let c40 = weighed("c40", Priority::Critical, 40);
+        wait_until(|| waiting(&gate) == 2);
+        let n30 = weighed("n30", Priority::Normal, 30);
+        wait_until(|| waiting(&gate) == 3);
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(
+            order.lock().unwrap().is_empty(),
+            "none passes the first in line"
+        );
+        drop(held);
+        for t in [n40, c40, n30] {
+            t.join().unwrap();
+        }
+        assert_eq!(order.lock().unwrap()[0], "c40");
+        assert_eq!(gate.in_use(), 0);
+        // Units beyond the capacity are taken as the whole of it, never waited for forever.
+        let all = gate.enter_with(Turn::NORMAL, 1000).expect("the whole gate");
+        assert_eq!(gate.in_use(), 100);
+        drop(all);
     }
 
     #[test]

@@ -149,6 +149,9 @@ pub struct Limits {
     pub queue: usize,
     /// How long an ended job is kept for a late await.
     pub keep_finished: Duration,
+    /// Host bytes the partitions synthesizing at once may take, by their estimates
+    /// ([`zkpipe_filecoin::synthesis_bytes`]); None: no limit.
+    pub synthesis_memory: Option<usize>,
 }
 
 impl Default for Limits {
@@ -158,6 +161,7 @@ impl Default for Limits {
             urgent_workers: 1,
             queue: 10_000,
             keep_finished: Duration::from_secs(3600),
+            synthesis_memory: None,
         }
     }
 }
@@ -260,6 +264,16 @@ pub struct Status {
     pub keys: Vec<zkpipe_filecoin::ResidentKey>,
     /// The circuits registered besides Filecoin's.
     pub circuits: Vec<CircuitSummary>,
+    /// Host memory the partitions synthesizing now hold (by their estimates), and its
+    /// budget (None: no limit).
+    pub synthesis_memory: SynthesisMemoryFigures,
+}
+
+/// Host memory of synthesis working sets, as the status reports it.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct SynthesisMemoryFigures {
+    pub in_use: usize,
+    pub budget: Option<usize>,
 }
 
 struct Job {
@@ -487,7 +501,8 @@ impl Daemon {
     /// its job's priority ([`zkpipe_filecoin::schedule`]). Besides Filecoin's kinds it proves
     /// `circuits` (registered with `prover`, whose cache holds their keys).
     pub fn start(prover: Prover, engine: Engine, circuits: Circuits, limits: Limits) -> Arc<Self> {
-        let slots = Scheduling::for_engine(engine.workers(), prover.options().synthesis_threads);
+        let slots = Scheduling::for_engine(engine.workers(), prover.options().synthesis_threads)
+            .with_synthesis_memory(limits.synthesis_memory);
         let prover = prover.with_scheduling(slots);
         let started = Instant::now();
         let run_tag = std::time::SystemTime::now()
@@ -699,6 +714,7 @@ impl Daemon {
             quarantined_devices: e.quarantined_devices,
         };
         let keys = self.shared.prover.params().resident_keys();
+        let memory = self.shared.prover.synthesis_memory();
         let st = self.shared.lock();
         let (jobs, queues) = st.in_flight();
         Status {
@@ -714,6 +730,10 @@ impl Daemon {
             engine,
             keys,
             circuits: self.shared.circuits.summaries(),
+            synthesis_memory: SynthesisMemoryFigures {
+                in_use: memory.in_use,
+                budget: (memory.budget != usize::MAX).then_some(memory.budget),
+            },
         }
     }
 

@@ -124,6 +124,22 @@ pub(crate) fn render(st: &Status) -> String {
         "Proving keys held in host memory.",
         &plain(st.keys.len() as f64),
     );
+    metric(
+        &mut out,
+        "zkpipe_serve_synthesis_memory_bytes",
+        "gauge",
+        "Host bytes the partitions synthesizing now hold, by their estimates.",
+        &plain(st.synthesis_memory.in_use as f64),
+    );
+    if let Some(budget) = st.synthesis_memory.budget {
+        metric(
+            &mut out,
+            "zkpipe_serve_synthesis_memory_budget_bytes",
+            "gauge",
+            "Host bytes the partitions synthesizing at once may hold.",
+            &plain(budget as f64),
+        );
+    }
     let ended: Samples = st
         .kinds
         .iter()

@@ -66,6 +66,10 @@ pub struct ServeConfig {
     /// first evicts the least recently used keys no job holds. Default: no limit.
     #[serde(default, deserialize_with = "de_opt_bytes")]
     pub key_budget: Option<usize>,
+    /// Seconds a job whose key finds `key_budget` held by keys in use waits for them to be let
+    /// go before it fails (a key larger than the whole budget fails at once). Default 600.
+    #[serde(default = "default_key_wait")]
+    pub key_wait_s: u64,
     /// Keys read (and page-locked on a GPU) at start, as KIND:SIZE ("winning-post:32GiB");
     /// one that cannot be read stops the start with its reason.
     #[serde(default)]
@@ -74,6 +78,12 @@ pub struct ServeConfig {
     /// where there are two or more, one is kept for HIGH and CRITICAL jobs. Default 3.
     #[serde(default = "default_synthesis")]
     pub synthesis_threads: usize,
+    /// Host bytes the partitions synthesizing at once may take together ("96GiB"), each by
+    /// its estimate (a 32 GiB PoRep partition about 8 GiB): a partition waits until its
+    /// working set fits, and one larger than the whole budget fails with the bytes. Default:
+    /// no limit.
+    #[serde(default, deserialize_with = "de_opt_bytes")]
+    pub synthesis_memory: Option<usize>,
     /// Circuits proved besides Filecoin's, by name: `[serve.circuits.NAME]` with `params`
     /// (the Groth16 parameter file) and `recording` (the circuit's recording). Each is read
     /// and checked at start; one that cannot be used stops the start with its reason.
@@ -98,6 +108,9 @@ fn default_queue() -> usize {
 }
 fn default_keep() -> u64 {
     3600
+}
+fn default_key_wait() -> u64 {
+    600
 }
 fn default_message() -> usize {
     128 << 20
@@ -136,8 +149,10 @@ impl Default for ServeConfig {
             max_message: default_message(),
             params_dir: None,
             key_budget: None,
+            key_wait_s: default_key_wait(),
             preload: Vec::new(),
             synthesis_threads: default_synthesis(),
+            synthesis_memory: None,
             circuits: Default::default(),
         }
     }
@@ -151,6 +166,7 @@ impl ServeConfig {
             urgent_workers: self.urgent_jobs,
             queue: self.queue,
             keep_finished: std::time::Duration::from_secs(self.keep_finished_s),
+            synthesis_memory: self.synthesis_memory,
         }
     }
 }

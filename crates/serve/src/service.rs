@@ -396,6 +396,8 @@ fn status_response(s: &crate::daemon::Status) -> pb::StatusResponse {
         key_pinned_bytes: s.engine.key_pinned_bytes,
         quarantined_devices: count(s.engine.quarantined_devices),
         keys: s.keys.iter().map(key_to_pb).collect(),
+        synthesis_memory_in_use: s.synthesis_memory.in_use as u64,
+        synthesis_memory_budget: s.synthesis_memory.budget.unwrap_or(0) as u64,
         circuits: s
             .circuits
             .iter()

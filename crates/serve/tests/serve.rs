@@ -33,17 +33,17 @@ fn scratch(name: &str) -> PathBuf {
 
 /// A daemon on the CPU backend with `workers` workers.
 fn daemon(workers: usize) -> Arc<Daemon> {
+    daemon_within(Limits {
+        workers,
+        ..Limits::default()
+    })
+}
+
+/// A daemon on the CPU backend under `limits`.
+fn daemon_within(limits: Limits) -> Arc<Daemon> {
     let prover = Prover::new(ParamsCache::new(params_dir()), ProveOptions::default());
     let engine = Engine::start(Config::default().with_backend(Backend::Cpu)).expect("engine");
-    Daemon::start(
-        prover,
-        engine,
-        zkpipe_serve::Circuits::default(),
-        Limits {
-            workers,
-            ..Limits::default()
-        },
-    )
+    Daemon::start(prover, engine, zkpipe_serve::Circuits::default(), limits)
 }
 
 /// A free TCP port on the loopback (bound, then released for the daemon).
@@ -662,6 +662,93 @@ fn partitions_are_the_work_items_an_urgent_proof_goes_ahead_and_cancel_stops_a_r
 }
 
 #[test]
+fn synthesis_stays_within_its_memory_budget_and_a_partition_larger_than_it_fails_with_the_bytes() {
+    use zkpipe_filecoin::{KeyKind, KeyName, Synthesis};
+    use zkpipe_serve::daemon::Phase;
+    use zkpipe_serve::Priority;
+    params_dir();
+    let dir = scratch("memory");
+    let sealed: Vec<_> = (0..4)
+        .map(|i| {
+            gen::seal_sector_of(
+                &dir.join(format!("sector-{i}")),
+                KIB2,
+                SectorData::Random,
+                [7; 32],
+            )
+            .expect("seals")
+        })
+        .collect();
+    let two = Request::WindowPoSt(gen::window_post_over(&sealed).expect("vanilla proofs"));
+    let window = KeyName {
+        kind: KeyKind::WindowPost,
+        sector_size: KIB2,
+    };
+    let probe = Prover::new(ParamsCache::new(params_dir()), ProveOptions::default());
+    let key = probe.load_key_named(window).expect("the key");
+    let one = zkpipe_filecoin::synthesis_bytes(&key.key, Synthesis::Recorded);
+    drop((key, probe));
+
+    // Room for one partition's working set, not two: the proof is whole, and the bytes held
+    // never pass the budget (the gate's own tests show the waits in order).
+    let budget = one + one / 2;
+    let d = daemon_within(Limits {
+        synthesis_memory: Some(budget),
+        ..Limits::default()
+    });
+    let job = d
+        .submit(
+            "two",
+            blake3::hash(b"two"),
+            two.clone(),
+            Priority::Normal,
+            None,
+        )
+        .unwrap();
+    let limit = Duration::from_secs(600);
+    let t = std::time::Instant::now();
+    let mut most = 0;
+    while !d.view(&job.id).unwrap().phase.is_final() && t.elapsed() < limit {
+        most = most.max(d.status().synthesis_memory.in_use);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let Phase::Completed(proof) = ended(&d, &job.id, limit) else {
+        panic!("the proof within the budget");
+    };
+    assert_eq!(proof.len(), 2 * 192, "two partitions");
+    assert!(zkpipe_filecoin::verify::with_filecoin_proofs(&two, &proof).unwrap());
+    assert!(
+        most <= budget,
+        "{most} bytes held under a budget of {budget}"
+    );
+    let status = d.status();
+    assert_eq!(status.synthesis_memory.in_use, 0, "all given back");
+    assert_eq!(status.synthesis_memory.budget, Some(budget));
+    assert!(d
+        .metrics()
+        .lines()
+        .any(|l| l == format!("zkpipe_serve_synthesis_memory_budget_bytes {budget}")));
+    d.drain();
+
+    // A budget below one partition's working set: the job fails at once, naming the bytes.
+    let d = daemon_within(Limits {
+        synthesis_memory: Some(one - 1),
+        ..Limits::default()
+    });
+    let job = d
+        .submit("small", blake3::hash(b"small"), two, Priority::Normal, None)
+        .unwrap();
+    match ended(&d, &job.id, limit) {
+        Phase::Failed(why) => {
+            assert!(why.contains(&format!("about {one} bytes")), "{why}");
+            assert!(why.contains(&format!("budget of {}", one - 1)), "{why}");
+        }
+        other => panic!("a partition larger than the budget: {other:?}"),
+    }
+    d.drain();
+}
+
+#[test]
 fn keys_are_preloaded_evicted_unless_in_use_and_kept_under_their_budget() {
     use zkpipe_filecoin::{FilecoinError, KeyKind, KeyName};
     params_dir();
@@ -718,6 +805,46 @@ fn keys_are_preloaded_evicted_unless_in_use_and_kept_under_their_budget() {
         .map(|k| k.path)
         .collect();
     assert_eq!(held, std::slice::from_ref(&b.path));
+    drop(b);
+
+    // With a key wait: a key that finds the budget held by a key in use waits for it to be
+    // let go, then is read; one larger than the whole budget is refused at once.
+    let p = Arc::new(Prover::new(
+        ParamsCache::new(params_dir())
+            .with_key_budget(budget)
+            .with_key_wait(Duration::from_secs(600)),
+        ProveOptions::default(),
+    ));
+    let a = p.load_key_named(winning).expect("fits alone");
+    let waiting = std::thread::spawn({
+        let p = Arc::clone(&p);
+        move || p.load_key_named(window).map(|k| k.path)
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        !waiting.is_finished(),
+        "it waits while the first key is in use"
+    );
+    drop(a);
+    assert_eq!(
+        waiting.join().unwrap().expect("read once room was made"),
+        b_path
+    );
+    let tiny = Prover::new(
+        ParamsCache::new(params_dir())
+            .with_key_budget(file_b - 1)
+            .with_key_wait(Duration::from_secs(600)),
+        ProveOptions::default(),
+    );
+    let t = std::time::Instant::now();
+    assert!(matches!(
+        tiny.load_key_named(window),
+        Err(FilecoinError::KeyBudget { .. })
+    ));
+    assert!(
+        t.elapsed() < Duration::from_secs(60),
+        "refused without a wait"
+    );
 }
 
 /// A registered circuit's files: `RandomR1cs` of `constraints` constraints, its parameters
