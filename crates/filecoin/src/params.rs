@@ -153,6 +153,17 @@ struct Keys {
 }
 
 impl Keys {
+    /// The key `id` when it is held (a use, for the LRU order), with no time spent reading.
+    fn reuse(&mut self, id: &str) -> Option<LoadedKey> {
+        let k = LoadedKey {
+            generated_ms: 0.0,
+            read_ms: 0.0,
+            ..self.held.get(id)?.clone()
+        };
+        self.touch(id);
+        Some(k)
+    }
+
     fn touch(&mut self, id: &str) {
         self.clock += 1;
         self.used.insert(id.to_string(), self.clock);
@@ -228,13 +239,7 @@ impl ParamsCache {
     ) -> Result<Room<'c>, FilecoinError> {
         let started = Instant::now();
         loop {
-            if let Some(k) = keys.held.get(id) {
-                let k = LoadedKey {
-                    generated_ms: 0.0,
-                    read_ms: 0.0,
-                    ..k.clone()
-                };
-                keys.touch(id);
+            if let Some(k) = keys.reuse(id) {
                 return Ok(Room::Held(k));
             }
             match self.make_room(&mut keys, needed, path) {
@@ -353,13 +358,7 @@ impl ParamsCache {
         blank_circuit: impl FnOnce() -> C,
     ) -> Result<LoadedKey, FilecoinError> {
         let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(k) = keys.held.get(&id) {
-            let k = LoadedKey {
-                generated_ms: 0.0,
-                read_ms: 0.0,
-                ..k.clone()
-            };
-            keys.touch(&id);
+        if let Some(k) = keys.reuse(&id) {
             return Ok(k);
         }
         let path = self.path(&id, GROTH_PARAMETER_EXT);
@@ -422,13 +421,7 @@ impl ParamsCache {
     /// For circuits other than Filecoin's, registered by their files.
     pub fn key_file(&self, id: &str, path: &Path) -> Result<LoadedKey, FilecoinError> {
         let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(k) = keys.held.get(id) {
-            let k = LoadedKey {
-                generated_ms: 0.0,
-                read_ms: 0.0,
-                ..k.clone()
-            };
-            keys.touch(id);
+        if let Some(k) = keys.reuse(id) {
             return Ok(k);
         }
         let file_bytes = std::fs::metadata(path)
