@@ -1054,3 +1054,135 @@ fn a_registered_circuit_is_proved_from_its_witness_over_the_socket_and_tcp() {
     served.stop();
     d.drain();
 }
+
+/// A daemon whose proofs take fixed r and s on `engine`, proving `circuits`' too.
+fn fixed_daemon(
+    engine: Engine,
+    circuits: impl FnOnce(&Prover) -> zkpipe_serve::Circuits,
+) -> Arc<Daemon> {
+    let options = ProveOptions {
+        randomness: zkpipe_pipeline::Randomness::Fixed {
+            r: blstrs::Scalar::from(0x1234_5678u64),
+            s: blstrs::Scalar::from(0x9abc_def0u64),
+        },
+        ..ProveOptions::default()
+    };
+    let prover = Prover::new(ParamsCache::new(params_dir()), options);
+    let circuits = circuits(&prover);
+    Daemon::start(prover, engine, circuits, Limits::default())
+}
+
+/// The daemon on a GPU engine: a registered circuit's proof (its a, b and c evaluated on the
+/// device from the recording) and a WindowPoSt's, each byte for byte the CPU engine's with
+/// the same r and s and accepted by its verifier; then the WindowPoSt key, kept resident on
+/// the device after its job, evicted with its device copy.
+#[test]
+fn on_the_gpu_proofs_equal_the_cpus_and_an_evicted_key_leaves_the_device() {
+    use zkpipe_bellperson::circuits::RandomR1cs;
+    use zkpipe_filecoin::{KeyKind, KeyName};
+    use zkpipe_serve::daemon::Phase;
+    use zkpipe_serve::{Priority, Work};
+    if zkpipe_cuda::testing::gpu_context().is_none() {
+        return;
+    }
+    params_dir();
+    let dir = scratch("gpu");
+    let random = RandomR1cs {
+        constraints: 20_000,
+        inputs: 5,
+        seed: 5,
+    };
+    let config = circuit_files(&dir, "random", random);
+    let configs = [("random".to_string(), config.clone())].into();
+    let witness = zkpipe_bellperson::synthesize(random).expect("synthesizes");
+    let (inputs, aux) = (
+        zkpipe_serve::circuits::to_bytes(&witness.input[1..]),
+        zkpipe_serve::circuits::to_bytes(&witness.aux.to_vec()),
+    );
+    let sealed = gen::seal_sector(&dir.join("sector"), KIB2, SectorData::Random).expect("seals");
+    let post = Request::WindowPoSt(gen::window_post_over(std::slice::from_ref(&sealed)).unwrap());
+    let limit = Duration::from_secs(600);
+    let prove_both = |d: &Daemon| {
+        let w = d
+            .circuits()
+            .witness("random", &inputs, &aux)
+            .expect("a witness");
+        let circuit = d
+            .submit(
+                "circuit",
+                blake3::hash(b"c"),
+                Work::Circuit(w),
+                Priority::Normal,
+                None,
+            )
+            .unwrap();
+        let window = d
+            .submit(
+                "post",
+                blake3::hash(b"p"),
+                post.clone(),
+                Priority::High,
+                None,
+            )
+            .unwrap();
+        [circuit, window].map(|s| match ended(d, &s.id, limit) {
+            Phase::Completed(bytes) => bytes.to_vec(),
+            other => panic!("{}: {other:?}", s.id),
+        })
+    };
+    let register = |p: &Prover| zkpipe_serve::Circuits::register(p, &configs).expect("registers");
+    let cpu = fixed_daemon(
+        Engine::start(Config::default().with_backend(Backend::Cpu)).unwrap(),
+        register,
+    );
+    let on_cpu = prove_both(&cpu);
+    cpu.drain();
+    let gpu = fixed_daemon(
+        Engine::start(Config::default().with_backend(Backend::Gpu)).expect("a GPU engine"),
+        register,
+    );
+    assert!(
+        gpu.status().engine.backend.starts_with("cuda"),
+        "{:?}",
+        gpu.status().engine
+    );
+    let on_gpu = prove_both(&gpu);
+    assert_eq!(on_gpu[0], on_cpu[0], "the circuit's proof, GPU against CPU");
+    assert_eq!(
+        on_gpu[1], on_cpu[1],
+        "the WindowPoSt's proof, GPU against CPU"
+    );
+    let params = bellperson::groth16::Parameters::<blstrs::Bls12>::read(
+        std::fs::File::open(&config.params).unwrap(),
+        false,
+    )
+    .unwrap();
+    let pvk = bellperson::groth16::prepare_verifying_key(&params.vk);
+    let proof = bellperson::groth16::Proof::<blstrs::Bls12>::read(&on_gpu[0][..]).unwrap();
+    assert!(bellperson::groth16::verify_proof(&pvk, &proof, &witness.input[1..]).unwrap());
+    assert!(zkpipe_filecoin::verify::with_filecoin_proofs(&post, &on_gpu[1]).unwrap());
+    // The key of the last job stays resident on the device; evicting it frees that copy.
+    let last = gpu
+        .submit(
+            "last",
+            blake3::hash(b"l"),
+            post.clone(),
+            Priority::High,
+            None,
+        )
+        .unwrap();
+    assert!(matches!(ended(&gpu, &last.id, limit), Phase::Completed(_)));
+    let window = KeyName {
+        kind: KeyKind::WindowPost,
+        sector_size: KIB2,
+    };
+    let evicted = gpu.evict(window).expect("evicts").expect("it was held");
+    assert!(evicted.host_bytes > 0);
+    assert!(evicted.device_bytes > 0, "{evicted:?}");
+    assert!(gpu
+        .status()
+        .keys
+        .iter()
+        .all(|k| !k.id.contains("proof-of-spacetime")));
+    gpu.drain();
+}
