@@ -62,6 +62,7 @@ pub fn serve(a: &ServeArgs) -> Result<(), Failure> {
         true => engine_cfg.with_backend(Backend::Cpu),
         false => engine_cfg,
     };
+    let engine_cfg = with_witness_pool(engine_cfg, cfg.synthesis_threads);
     let dir = cfg
         .params_dir
         .clone()
@@ -126,6 +127,25 @@ pub fn serve(a: &ServeArgs) -> Result<(), Failure> {
             drained_on_signal(daemon),
         ))
         .map_err(|e| Failure::Other(Box::new(e)))
+}
+
+/// Page-locked memory a GPU daemon lends its partitions' witnesses when the configuration
+/// names none: one 32 GiB PoRep partition's aux values (the recorded path's witness, the
+/// largest of Filecoin's kinds) for each partition synthesizing or on the engine at once. It
+/// is allocated as first needed, so smaller sectors take only what they use. Without a pool
+/// a GPU engine lends nothing and every Filecoin proof would fail.
+fn with_witness_pool(
+    engine: zkpipe_pipeline::Config,
+    synthesis_threads: usize,
+) -> zkpipe_pipeline::Config {
+    const PARTITION_AUX: usize = 32 << 27;
+    if engine.backend == Backend::Cpu || engine.pinned_witness > 0 {
+        return engine;
+    }
+    let partitions = synthesis_threads.max(1) + engine.workers_per_device.max(1) + 1;
+    let bytes = partitions * PARTITION_AUX;
+    crate::say!("pinned_witness not set: up to {bytes} bytes of page-locked memory for witnesses ({partitions} partitions' aux values)");
+    engine.with_pinned_witness(bytes)
 }
 
 /// `zkpipe client`.
