@@ -83,6 +83,8 @@ pub fn serve(a: &ServeArgs) -> Result<(), Failure> {
             .with_key_wait(std::time::Duration::from_secs(cfg.key_wait_s)),
         None => ParamsCache::new(&dir),
     };
+    let params =
+        params.with_warm_budget(cfg.warm_key_budget.or(cfg.key_budget).unwrap_or(usize::MAX));
     let prover = Prover::new(
         params,
         ProveOptions {
@@ -476,9 +478,18 @@ macro_rules! call {
                         "key_pinned_bytes": s.key_pinned_bytes,
                         "quarantined_devices": s.quarantined_devices,
                         "keys": s.keys.iter().map(|k| serde_json::json!({
-                            "id": k.id, "path": k.path, "bytes": k.bytes, "pinned": k.pinned,
-                            "trust": k.trust, "references": k.references,
+                            "id": k.id, "path": k.path, "tier": k.tier, "bytes": k.bytes,
+                            "pinned": k.pinned, "trust": k.trust, "references": k.references,
                         })).collect::<Vec<_>>(),
+                        "circuits": s.circuits.iter().map(|c| serde_json::json!({
+                            "name": c.name, "inputs": c.inputs, "aux": c.aux,
+                            "constraints": c.constraints, "params": c.params,
+                            "recording": c.recording,
+                        })).collect::<Vec<_>>(),
+                        "synthesis_memory": {
+                            "in_use": s.synthesis_memory_in_use,
+                            "budget": (s.synthesis_memory_budget > 0).then_some(s.synthesis_memory_budget),
+                        },
                     })
                 );
                 Ok(())

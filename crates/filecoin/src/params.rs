@@ -15,7 +15,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use bellperson::groth16;
 use blstrs::{Bls12, Scalar};
@@ -24,6 +24,7 @@ use storage_proofs_core::parameter_cache::{
     get_parameter_data_from_id, CacheEntryMetadata, GROTH_PARAMETER_EXT, PARAMETER_METADATA_EXT,
     VERIFYING_KEY_EXT, VERSION,
 };
+use zkpipe_pinned::PinnableMap;
 use zkpipe_pipeline::ProvingKey;
 use zkpipe_r1cs::{CircuitId, Recording};
 
@@ -78,6 +79,40 @@ pub enum Trust {
     RecordedDigest,
 }
 
+impl Trust {
+    /// Its name in statuses and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Trust::PublishedDigest => "published-digest",
+            Trust::Checked => "checked",
+            Trust::GeneratedHere => "generated-here",
+            Trust::RecordedDigest => "recorded-digest",
+        }
+    }
+}
+
+/// Where a key stands in the cache's tiers (a key in neither is cold: its file on disk).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KeyTier {
+    /// Its points held in host memory, page-locked on a GPU once first uploaded.
+    Hot,
+    /// Let go of host memory, its file kept mapped (its pages in the page cache, which the
+    /// kernel may still reclaim) and its trust remembered: read again without a digest while
+    /// the file is unchanged.
+    Warm,
+}
+
+impl KeyTier {
+    /// Its name in statuses and metrics.
+    pub fn name(self) -> &'static str {
+        match self {
+            KeyTier::Hot => "hot",
+            KeyTier::Warm => "warm",
+        }
+    }
+}
+
 /// The extension of the digest zkpipe records beside parameters it generates.
 const RECORDED_DIGEST_EXT: &str = "zkpipe-digest";
 /// The recording of a parameter set's circuit (zkpipe-r1cs), beside its parameter file.
@@ -102,13 +137,14 @@ pub struct LoadedKey {
     pub read_ms: f64,
 }
 
-/// A proving key held in host memory, as a status lists it.
+/// A proving key the cache keeps hot or warm, as a status lists it.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ResidentKey {
     /// The parameter set (a compound proof's cache identifier).
     pub id: String,
     pub path: PathBuf,
-    /// Host bytes of its points.
+    pub tier: KeyTier,
+    /// Host bytes of its points (hot), or of its mapped file (warm).
     pub bytes: usize,
     /// True once its points are page-locked (uploads at the link's full speed).
     pub pinned: bool,
@@ -130,6 +166,8 @@ pub struct ParamsCache {
     /// How long a key to be read waits for keys in use to be let go when the budget has no
     /// room for it.
     key_wait: Duration,
+    /// File bytes the warm keys may map (0: no warm tier).
+    warm_budget: usize,
 }
 
 /// How often a key waiting for room under the budget looks again.
@@ -143,13 +181,75 @@ enum Room<'c> {
     Made(MutexGuard<'c, Keys>),
 }
 
-/// The keys held, by parameter set id, and when each was last asked for.
+/// The keys held, by parameter set id, and when each was last asked for; the warm keys.
 #[derive(Debug, Default)]
 struct Keys {
     held: HashMap<String, LoadedKey>,
     /// A counter value a use: the least is the least recently used.
     used: HashMap<String, u64>,
     clock: u64,
+    warm: HashMap<String, WarmKey>,
+}
+
+/// A key let go of host memory whose file stays mapped.
+#[derive(Debug)]
+struct WarmKey {
+    path: PathBuf,
+    trust: Trust,
+    file: FileIdentity,
+    /// Keeps the file's pages in the page cache referenced.
+    map: PinnableMap,
+    /// The clock when it was let go: the least goes cold first.
+    since: u64,
+}
+
+/// What tells a file changed: zkpipe replaces files by renaming (a new inode), and writing
+/// in place changes the modification time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileIdentity {
+    len: u64,
+    modified: Option<SystemTime>,
+    inode: u64,
+}
+
+impl FileIdentity {
+    fn of(path: &Path) -> std::io::Result<Self> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path)?;
+        Ok(Self {
+            len: m.len(),
+            modified: m.modified().ok(),
+            inode: m.ino(),
+        })
+    }
+}
+
+impl WarmKey {
+    /// `key`'s file mapped, its pages asked for ahead of the next read.
+    fn map(key: &LoadedKey, since: u64) -> std::io::Result<Self> {
+        let file = File::open(&key.path)?;
+        let identity = FileIdentity::of(&key.path)?;
+        let map = PinnableMap::open(&file)?;
+        map.prefetch()?;
+        Ok(Self {
+            path: key.path.clone(),
+            trust: key.trust,
+            file: identity,
+            map,
+            since,
+        })
+    }
+
+    fn bytes(&self) -> usize {
+        self.map.bytes().len()
+    }
+
+    /// How its points were trusted, while the file at `path` is the one mapped; None once
+    /// it changed (then it is trusted afresh, as a cold key is).
+    fn trust_if_unchanged(&self, path: &Path) -> Option<Trust> {
+        let same = self.path == path && FileIdentity::of(path).ok() == Some(self.file);
+        same.then_some(self.trust)
+    }
 }
 
 impl Keys {
@@ -186,6 +286,18 @@ impl Keys {
         self.used.remove(id);
         self.held.remove(id)
     }
+
+    fn warm_bytes(&self) -> usize {
+        self.warm.values().map(WarmKey::bytes).sum()
+    }
+
+    /// The warm key let go longest ago.
+    fn oldest_warm(&self) -> Option<String> {
+        self.warm
+            .iter()
+            .min_by_key(|(_, w)| w.since)
+            .map(|(id, _)| id.clone())
+    }
 }
 
 impl ParamsCache {
@@ -197,6 +309,7 @@ impl ParamsCache {
             recordings: Mutex::new(HashMap::new()),
             budget: None,
             key_wait: Duration::ZERO,
+            warm_budget: 0,
         }
     }
 
@@ -218,6 +331,18 @@ impl ParamsCache {
     pub fn with_key_wait(self, wait: Duration) -> Self {
         Self {
             key_wait: wait,
+            ..self
+        }
+    }
+
+    /// The same cache keeping keys it lets go of (evicted, or to make room) warm while their
+    /// files take at most `bytes` together: mapped, in the page cache, their trust remembered,
+    /// so that reading one again costs neither disk reads nor a digest. The least recently
+    /// let go goes cold first. Default: 0, no warm tier. The page cache is the kernel's to
+    /// reclaim: a warm key never holds the process's memory.
+    pub fn with_warm_budget(self, bytes: usize) -> Self {
+        Self {
+            warm_budget: bytes,
             ..self
         }
     }
@@ -263,10 +388,14 @@ impl ParamsCache {
 
     /// Lets go of the key `id` and of its circuit's recording: None when it is not held.
     /// A key a job (or anything besides the cache) holds is not evicted:
-    /// [`FilecoinError::KeyInUse`]. Its memory is freed once the returned key is dropped.
+    /// [`FilecoinError::KeyInUse`]. Its memory is freed once the returned key is dropped; the
+    /// key is kept warm where the warm budget has room. A key that is only warm goes cold.
     pub fn evict(&self, id: &str) -> Result<Option<LoadedKey>, FilecoinError> {
         let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
         let Some(k) = keys.held.get(id) else {
+            if keys.warm.remove(id).is_some() {
+                tracing::info!(key = id, "warm key let go: cold");
+            }
             return Ok(None);
         };
         let references = Arc::strong_count(&k.key) - 1;
@@ -277,6 +406,9 @@ impl ParamsCache {
             });
         }
         let evicted = keys.remove(id);
+        if let Some(k) = &evicted {
+            self.keep_warm(&mut keys, id, k);
+        }
         drop(keys);
         if let Some(k) = &evicted {
             self.forget_recording(&k.path);
@@ -307,6 +439,7 @@ impl ParamsCache {
                 });
             };
             if let Some(k) = keys.remove(&id) {
+                self.keep_warm(keys, &id, &k);
                 self.forget_recording(&k.path);
                 tracing::info!(key = %id, bytes = k.key.bytes(), budget, "proving key evicted to make room (least recently used)");
             }
@@ -314,32 +447,72 @@ impl ParamsCache {
         Ok(())
     }
 
+    /// Keeps `key`, just let go of host memory, warm where the warm budget has room for its
+    /// file (the warm keys let go longest ago go cold to make it); a file that cannot be
+    /// mapped leaves the key cold, said in the log.
+    fn keep_warm(&self, keys: &mut Keys, id: &str, key: &LoadedKey) {
+        if self.warm_budget == 0 {
+            return;
+        }
+        let warm = match WarmKey::map(key, keys.clock) {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::warn!(key = id, path = %key.path.display(), error = %e, "the key's file cannot be mapped: it goes cold");
+                return;
+            }
+        };
+        if warm.bytes() > self.warm_budget {
+            tracing::info!(
+                key = id,
+                bytes = warm.bytes(),
+                warm_budget = self.warm_budget,
+                "the key's file is larger than the warm budget: it goes cold"
+            );
+            return;
+        }
+        while keys.warm_bytes().saturating_add(warm.bytes()) > self.warm_budget {
+            let Some(oldest) = keys.oldest_warm() else {
+                break;
+            };
+            keys.warm.remove(&oldest);
+            tracing::info!(key = %oldest, "warm key gone cold to make room (let go longest ago)");
+        }
+        tracing::info!(
+            key = id,
+            bytes = warm.bytes(),
+            "proving key kept warm (file mapped)"
+        );
+        keys.warm.insert(id.to_string(), warm);
+    }
+
     /// The directory.
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
-    /// The keys held in host memory, by id.
+    /// The keys held in host memory (hot) and kept warm, by tier and id.
     pub fn resident_keys(&self) -> Vec<ResidentKey> {
         let keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
-        let mut out: Vec<ResidentKey> = keys
-            .held
-            .iter()
-            .map(|(id, k)| ResidentKey {
-                id: id.clone(),
-                path: k.path.clone(),
-                bytes: k.key.bytes(),
-                pinned: k.key.is_pinned(),
-                trust: match k.trust {
-                    Trust::PublishedDigest => "published-digest",
-                    Trust::Checked => "checked",
-                    Trust::GeneratedHere => "generated-here",
-                    Trust::RecordedDigest => "recorded-digest",
-                },
-                references: Arc::strong_count(&k.key).saturating_sub(1),
-            })
-            .collect();
-        out.sort_by(|a, b| a.id.cmp(&b.id));
+        let hot = keys.held.iter().map(|(id, k)| ResidentKey {
+            id: id.clone(),
+            path: k.path.clone(),
+            tier: KeyTier::Hot,
+            bytes: k.key.bytes(),
+            pinned: k.key.is_pinned(),
+            trust: k.trust.name(),
+            references: Arc::strong_count(&k.key).saturating_sub(1),
+        });
+        let warm = keys.warm.iter().map(|(id, w)| ResidentKey {
+            id: id.clone(),
+            path: w.path.clone(),
+            tier: KeyTier::Warm,
+            bytes: w.bytes(),
+            pinned: false,
+            trust: w.trust.name(),
+            references: 0,
+        });
+        let mut out: Vec<ResidentKey> = hot.chain(warm).collect();
+        out.sort_by(|a, b| (a.tier.name(), &a.id).cmp(&(b.tier.name(), &b.id)));
         out
     }
 
@@ -367,6 +540,9 @@ impl ParamsCache {
             Room::Held(k) => return Ok(k),
             Room::Made(keys) => keys,
         };
+        // A warm key is read through its file's pages in the page cache; its mapping is let go
+        // once the key is held.
+        let warm = keys.warm.remove(&id);
         let mut generated_ms = 0.0;
         let mut generated = None;
         if !path.exists() {
@@ -389,7 +565,11 @@ impl ParamsCache {
             ),
             None => {
                 let recorded = self.path(&id, RECORDED_DIGEST_EXT);
-                let trust = trust(&path, &recorded, sector_size)?;
+                let remembered = warm.as_ref().and_then(|w| w.trust_if_unchanged(&path));
+                let trust = match remembered {
+                    Some(t) => t,
+                    None => trust(&path, &recorded, sector_size)?,
+                };
                 let read = match trust {
                     Trust::Checked => zkpipe_pipeline::read_params(&path),
                     _ => zkpipe_pipeline::read_params_unchecked(&path),
@@ -409,7 +589,7 @@ impl ParamsCache {
             generated_ms,
             read_ms: t.elapsed().as_secs_f64() * 1e3,
         };
-        tracing::info!(path = %loaded.path.display(), ?trust, read_ms = loaded.read_ms, "parameters read");
+        tracing::info!(path = %loaded.path.display(), ?trust, read_ms = loaded.read_ms, warm = warm.is_some(), "parameters read");
         keys.touch(&id);
         keys.held.insert(id, loaded.clone());
         Ok(loaded)
@@ -434,10 +614,13 @@ impl ParamsCache {
             Room::Held(k) => return Ok(k),
             Room::Made(keys) => keys,
         };
+        // Its points are checked whether it was warm or cold: its trust is [`Trust::Checked`].
+        let warm = keys.warm.remove(id);
         let t = Instant::now();
         let key = zkpipe_pipeline::read_params(path).map_err(|source| FilecoinError::Params {
             source: Box::new(source),
         })?;
+        drop(warm);
         let loaded = LoadedKey {
             key: Arc::new(key),
             path: path.to_path_buf(),

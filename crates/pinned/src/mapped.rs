@@ -38,6 +38,12 @@ impl PinnableMap {
         })
     }
 
+    /// Asks the kernel to read the file's pages into the page cache ahead of use
+    /// (`MADV_WILLNEED`); it returns at once and the reads go on in the background.
+    pub fn prefetch(&self) -> std::io::Result<()> {
+        self.map.advise(memmap2::Advice::WillNeed)
+    }
+
     /// The file's bytes.
     pub fn bytes(&self) -> &[u8] {
         &self.map

@@ -4,6 +4,8 @@
 
 use std::fmt::Write;
 
+use zkpipe_filecoin::KeyTier;
+
 use crate::daemon::{Counts, Histogram, Status, LATENCY_BUCKETS_S};
 
 /// One metric's samples: label text (`{…}` or empty) and value.
@@ -104,7 +106,7 @@ pub(crate) fn render(st: &Status) -> String {
             let bytes: usize = st
                 .keys
                 .iter()
-                .filter(|k| k.pinned == pinned)
+                .filter(|k| k.tier == KeyTier::Hot && k.pinned == pinned)
                 .map(|k| k.bytes)
                 .sum();
             (format!("{{pinned=\"{pinned}\"}}"), bytes as f64)
@@ -117,12 +119,32 @@ pub(crate) fn render(st: &Status) -> String {
         "Host bytes of the proving keys held, page-locked or not.",
         &key_bytes,
     );
+    let keys_by_tier: Samples = [KeyTier::Hot, KeyTier::Warm]
+        .iter()
+        .map(|&tier| {
+            let count = st.keys.iter().filter(|k| k.tier == tier).count();
+            (format!("{{tier=\"{}\"}}", tier.name()), count as f64)
+        })
+        .collect();
     metric(
         &mut out,
         "zkpipe_serve_keys",
         "gauge",
-        "Proving keys held in host memory.",
-        &plain(st.keys.len() as f64),
+        "Proving keys held in host memory (hot) and kept warm (file mapped in the page cache).",
+        &keys_by_tier,
+    );
+    metric(
+        &mut out,
+        "zkpipe_serve_keys_warm_file_bytes",
+        "gauge",
+        "Parameter file bytes of the warm keys, mapped in the page cache.",
+        &plain(
+            st.keys
+                .iter()
+                .filter(|k| k.tier == KeyTier::Warm)
+                .map(|k| k.bytes as f64)
+                .sum(),
+        ),
     );
     metric(
         &mut out,

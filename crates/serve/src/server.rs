@@ -70,6 +70,11 @@ pub struct ServeConfig {
     /// go before it fails (a key larger than the whole budget fails at once). Default 600.
     #[serde(default = "default_key_wait")]
     pub key_wait_s: u64,
+    /// Parameter file bytes the keys let go of host memory may keep mapped in the page cache
+    /// (the warm tier: read again without disk reads or a digest). Default: `key_budget`,
+    /// else no limit; "0" keeps no key warm.
+    #[serde(default, deserialize_with = "de_opt_bytes")]
+    pub warm_key_budget: Option<usize>,
     /// Keys read (and page-locked on a GPU) at start, as KIND:SIZE ("winning-post:32GiB");
     /// one that cannot be read stops the start with its reason.
     #[serde(default)]
@@ -150,6 +155,7 @@ impl Default for ServeConfig {
             params_dir: None,
             key_budget: None,
             key_wait_s: default_key_wait(),
+            warm_key_budget: None,
             preload: Vec::new(),
             synthesis_threads: default_synthesis(),
             synthesis_memory: None,

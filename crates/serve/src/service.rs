@@ -421,5 +421,6 @@ fn key_to_pb(k: &zkpipe_filecoin::ResidentKey) -> pb::KeyStatus {
         pinned: k.pinned,
         trust: k.trust.to_string(),
         references: u32::try_from(k.references).unwrap_or(u32::MAX),
+        tier: k.tier.name().to_string(),
     }
 }

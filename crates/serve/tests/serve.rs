@@ -8,12 +8,21 @@ use std::time::Duration;
 
 use tonic::Code;
 use zkpipe_filecoin::gen::{self, SectorData};
-use zkpipe_filecoin::{ParamsCache, ProveOptions, Prover, Request};
+use zkpipe_filecoin::{KeyKind, KeyName, ParamsCache, ProveOptions, Prover, Request};
 use zkpipe_pipeline::{Backend, Config, Engine};
 use zkpipe_serve::pb::{self, submit_request::Proof};
 use zkpipe_serve::{connect_tcp, connect_unix, serve, Daemon, Limits, ProverService, ServeConfig};
 
 const KIB2: u64 = 2048;
+/// The 2 KiB sectors' PoSt keys, as a preload or an eviction names them.
+const WINNING_2KIB: KeyName = KeyName {
+    kind: KeyKind::WinningPost,
+    sector_size: KIB2,
+};
+const WINDOW_2KIB: KeyName = KeyName {
+    kind: KeyKind::WindowPost,
+    sector_size: KIB2,
+};
 
 /// The Filecoin tests' parameter directory (generated test parameters, shared).
 fn params_dir() -> PathBuf {
@@ -332,7 +341,7 @@ fn proofs_over_the_socket_and_tcp_are_accepted_and_bad_requests_refused() {
             "zkpipe_serve_job_latency_seconds_bucket{kind=\"winning-post\",le=\"+Inf\"} 2",
             "zkpipe_serve_jobs_pending{priority=\"critical\"} 0",
             "# TYPE zkpipe_jobs_total counter",
-            "zkpipe_serve_keys 1",
+            "zkpipe_serve_keys{tier=\"hot\"} 1",
         ] {
             assert!(metrics.lines().any(|l| l == line), "{line} in:\n{metrics}");
         }
@@ -663,7 +672,7 @@ fn partitions_are_the_work_items_an_urgent_proof_goes_ahead_and_cancel_stops_a_r
 
 #[test]
 fn synthesis_stays_within_its_memory_budget_and_a_partition_larger_than_it_fails_with_the_bytes() {
-    use zkpipe_filecoin::{KeyKind, KeyName, Synthesis};
+    use zkpipe_filecoin::Synthesis;
     use zkpipe_serve::daemon::Phase;
     use zkpipe_serve::Priority;
     params_dir();
@@ -680,10 +689,7 @@ fn synthesis_stays_within_its_memory_budget_and_a_partition_larger_than_it_fails
         })
         .collect();
     let two = Request::WindowPoSt(gen::window_post_over(&sealed).expect("vanilla proofs"));
-    let window = KeyName {
-        kind: KeyKind::WindowPost,
-        sector_size: KIB2,
-    };
+    let window = WINDOW_2KIB;
     let probe = Prover::new(ParamsCache::new(params_dir()), ProveOptions::default());
     let key = probe.load_key_named(window).expect("the key");
     let one = zkpipe_filecoin::synthesis_bytes(&key.key, Synthesis::Recorded);
@@ -750,16 +756,10 @@ fn synthesis_stays_within_its_memory_budget_and_a_partition_larger_than_it_fails
 
 #[test]
 fn keys_are_preloaded_evicted_unless_in_use_and_kept_under_their_budget() {
-    use zkpipe_filecoin::{FilecoinError, KeyKind, KeyName};
+    use zkpipe_filecoin::FilecoinError;
     params_dir();
-    let winning = KeyName {
-        kind: KeyKind::WinningPost,
-        sector_size: KIB2,
-    };
-    let window = KeyName {
-        kind: KeyKind::WindowPost,
-        sector_size: KIB2,
-    };
+    let winning = WINNING_2KIB;
+    let window = WINDOW_2KIB;
     // Preload, then evict: a key held besides the cache is in use; once let go, it goes.
     let d = daemon(1);
     let key = d.preload(winning).expect("preloads");
@@ -845,6 +845,90 @@ fn keys_are_preloaded_evicted_unless_in_use_and_kept_under_their_budget() {
         t.elapsed() < Duration::from_secs(60),
         "refused without a wait"
     );
+}
+
+#[test]
+fn a_key_let_go_stays_warm_until_its_file_changes_or_the_warm_budget_has_no_room() {
+    use zkpipe_filecoin::{KeyTier, Trust};
+    let winning = WINNING_2KIB;
+    let window = WINDOW_2KIB;
+    // Both parameter sets copied where this test may change them.
+    let shared = Prover::new(ParamsCache::new(params_dir()), ProveOptions::default());
+    let dir = scratch("warm");
+    let mut file_bytes = Vec::new();
+    let mut copies = Vec::new();
+    for name in [winning, window] {
+        let params = shared.load_key_named(name).expect("key").path;
+        let stem = params.file_stem().unwrap().to_string_lossy().to_string();
+        for entry in std::fs::read_dir(params_dir()).unwrap() {
+            let from = entry.unwrap().path();
+            let file = from.file_name().unwrap().to_string_lossy().to_string();
+            if file.starts_with(&format!("{stem}.")) && !file.ends_with(".lock") {
+                std::fs::copy(&from, dir.join(&file)).unwrap();
+            }
+        }
+        file_bytes.push(std::fs::metadata(&params).unwrap().len() as usize);
+        copies.push(dir.join(params.file_name().unwrap()));
+    }
+    let tiers = |p: &Prover| -> Vec<(KeyName, KeyTier)> {
+        p.params()
+            .resident_keys()
+            .into_iter()
+            .map(|k| {
+                let name = match k.path == copies[0] {
+                    true => winning,
+                    false => window,
+                };
+                (name, k.tier)
+            })
+            .collect()
+    };
+    // Room warm for the larger file alone.
+    let p = Prover::new(
+        ParamsCache::new(&dir).with_warm_budget(file_bytes[0].max(file_bytes[1])),
+        ProveOptions::default(),
+    );
+    drop(p.load_key_named(winning).expect("read cold"));
+    assert!(p.evict_key_named(winning).unwrap().is_some());
+    assert_eq!(tiers(&p), vec![(winning, KeyTier::Warm)]);
+    let warm = p.params().resident_keys();
+    assert_eq!(
+        warm[0].bytes, file_bytes[0],
+        "a warm key's bytes are its file's"
+    );
+    let again = p.load_key_named(winning).expect("read warm");
+    assert_eq!(again.trust, Trust::RecordedDigest, "its trust remembered");
+    assert_eq!(tiers(&p), vec![(winning, KeyTier::Hot)]);
+    drop(again);
+    // Both let go: the one let go last stays warm, the other goes cold.
+    drop(p.load_key_named(window).expect("read cold"));
+    p.evict_key_named(winning).unwrap();
+    p.evict_key_named(window).unwrap();
+    assert_eq!(tiers(&p), vec![(window, KeyTier::Warm)]);
+    // Evicting a warm key sends it cold.
+    assert!(p.evict_key_named(window).unwrap().is_none());
+    assert_eq!(tiers(&p), vec![]);
+
+    // A warm key whose file is replaced is trusted afresh: the same bytes renamed into place,
+    // with the digest recorded beside them gone, are read with every point checked, where the
+    // warm key's remembered trust would have read them unchecked.
+    drop(p.load_key_named(window).expect("read cold"));
+    let path = p.evict_key_named(window).unwrap().expect("held").path;
+    assert_eq!(tiers(&p), vec![(window, KeyTier::Warm)]);
+    let replacement = path.with_extension("replacement");
+    std::fs::copy(&path, &replacement).unwrap();
+    std::fs::rename(&replacement, &path).unwrap();
+    std::fs::remove_file(path.with_extension("zkpipe-digest")).unwrap();
+    let fresh = p.load_key_named(window).expect("read");
+    assert_eq!(fresh.trust, Trust::Checked, "trusted afresh");
+    drop(fresh);
+
+    // No warm budget: a key let go goes cold.
+    let cold = Prover::new(ParamsCache::new(&dir), ProveOptions::default());
+    drop(cold.load_key_named(winning).expect("read"));
+    cold.evict_key_named(winning).unwrap();
+    assert_eq!(tiers(&cold), vec![]);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A registered circuit's files: `RandomR1cs` of `constraints` constraints, its parameters
@@ -1079,7 +1163,6 @@ fn fixed_daemon(
 #[test]
 fn on_the_gpu_proofs_equal_the_cpus_and_an_evicted_key_leaves_the_device() {
     use zkpipe_bellperson::circuits::RandomR1cs;
-    use zkpipe_filecoin::{KeyKind, KeyName};
     use zkpipe_serve::daemon::Phase;
     use zkpipe_serve::{Priority, Work};
     if zkpipe_cuda::testing::gpu_context().is_none() {
@@ -1138,7 +1221,12 @@ fn on_the_gpu_proofs_equal_the_cpus_and_an_evicted_key_leaves_the_device() {
     let on_cpu = prove_both(&cpu);
     cpu.drain();
     let gpu = fixed_daemon(
-        Engine::start(Config::default().with_backend(Backend::Gpu)).expect("a GPU engine"),
+        Engine::start(
+            Config::default()
+                .with_backend(Backend::Gpu)
+                .with_pinned_witness(256 << 20),
+        )
+        .expect("a GPU engine"),
         register,
     );
     assert!(
@@ -1172,10 +1260,7 @@ fn on_the_gpu_proofs_equal_the_cpus_and_an_evicted_key_leaves_the_device() {
         )
         .unwrap();
     assert!(matches!(ended(&gpu, &last.id, limit), Phase::Completed(_)));
-    let window = KeyName {
-        kind: KeyKind::WindowPost,
-        sector_size: KIB2,
-    };
+    let window = WINDOW_2KIB;
     let evicted = gpu.evict(window).expect("evicts").expect("it was held");
     assert!(evicted.host_bytes > 0);
     assert!(evicted.device_bytes > 0, "{evicted:?}");
