@@ -189,6 +189,9 @@ struct Keys {
     used: HashMap<String, u64>,
     clock: u64,
     warm: HashMap<String, WarmKey>,
+    /// Bytes of the held keys' recordings, by their parameter file: counted under the budget
+    /// with the keys, and let go with them.
+    recording_bytes: HashMap<PathBuf, usize>,
 }
 
 /// A key let go of host memory whose file stays mapped.
@@ -269,8 +272,10 @@ impl Keys {
         self.used.insert(id.to_string(), self.clock);
     }
 
+    /// Host bytes under the budget: the keys held and their recordings.
     fn bytes(&self) -> usize {
-        self.held.values().map(|k| k.key.bytes()).sum()
+        let keys: usize = self.held.values().map(|k| k.key.bytes()).sum();
+        keys + self.recording_bytes.values().sum::<usize>()
     }
 
     /// The least recently used key that nothing but the cache holds.
@@ -284,7 +289,9 @@ impl Keys {
 
     fn remove(&mut self, id: &str) -> Option<LoadedKey> {
         self.used.remove(id);
-        self.held.remove(id)
+        let removed = self.held.remove(id)?;
+        self.recording_bytes.remove(&removed.path);
+        Some(removed)
     }
 
     fn warm_bytes(&self) -> usize {
@@ -642,18 +649,68 @@ impl ParamsCache {
     /// version is never used. A file that cannot be
     /// used (damaged, truncated, of another circuit or format version) is reported, then
     /// replaced by a fresh recording; a recording that cannot be written is reported and used.
+    ///
+    /// A recording counts under the key budget with its key (its file's size, made room for
+    /// as for a key, before it is read; a recording made here is counted once made) and is
+    /// let go with it.
     pub fn recording<C: bellperson::Circuit<Scalar>>(
         &self,
         key: &LoadedKey,
         circuit: impl FnOnce() -> Result<C, FilecoinError>,
     ) -> Result<Arc<Recording>, FilecoinError> {
-        let mut recordings = self.recordings.lock().unwrap_or_else(|p| p.into_inner());
+        let lock_recordings = || self.recordings.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(r) = lock_recordings().get(&key.path) {
+            return Ok(Arc::clone(r));
+        }
+        let path = key.path.with_extension(RECORDING_EXT);
+        self.reserve_recording(key, &path)?;
+        let mut recordings = lock_recordings();
         if let Some(r) = recordings.get(&key.path) {
             return Ok(Arc::clone(r));
         }
+        let rec = match self.load_or_record(key, &path, circuit) {
+            Ok(rec) => Arc::new(rec),
+            Err(e) => {
+                self.lock_keys().recording_bytes.remove(&key.path);
+                return Err(e);
+            }
+        };
+        if let Some(bytes) = self.lock_keys().recording_bytes.get_mut(&key.path) {
+            *bytes = rec.bytes();
+        }
+        recordings.insert(key.path.clone(), Arc::clone(&rec));
+        Ok(rec)
+    }
+
+    /// Room under the budget for the recording at `path` of `key`'s circuit (its file's
+    /// bytes; none when it is still to be made), held for it until it is read.
+    fn reserve_recording(&self, key: &LoadedKey, path: &Path) -> Result<(), FilecoinError> {
+        let needed = std::fs::metadata(path).map_or(0, |m| m.len() as usize);
+        let keys = self.lock_keys();
+        if keys.recording_bytes.contains_key(&key.path) {
+            return Ok(());
+        }
+        let id = format!("recording of {}", key.path.display());
+        match self.room(keys, &id, needed, path)? {
+            Room::Made(mut keys) => {
+                keys.recording_bytes.insert(key.path.clone(), needed);
+                Ok(())
+            }
+            Room::Held(_) => Ok(()),
+        }
+    }
+
+    /// The recording of `key`'s circuit from the file at `path`, else made from `circuit()`
+    /// and written there (see [`ParamsCache::recording`]).
+    fn load_or_record<C: bellperson::Circuit<Scalar>>(
+        &self,
+        key: &LoadedKey,
+        path: &Path,
+        circuit: impl FnOnce() -> Result<C, FilecoinError>,
+    ) -> Result<Recording, FilecoinError> {
         let stem = key.path.file_stem().unwrap_or_default().to_string_lossy();
         let id = CircuitId(format!("{stem}@{CIRCUIT_SOURCE}"));
-        let path = key.path.with_extension(RECORDING_EXT);
+        let path = path.to_path_buf();
         let t = Instant::now();
         let rec = match zkpipe_r1cs::file::load(&path, &id) {
             Ok(rec) => {
@@ -691,8 +748,6 @@ impl ParamsCache {
                 }
             }
         };
-        let rec = Arc::new(rec);
-        recordings.insert(key.path.clone(), Arc::clone(&rec));
         Ok(rec)
     }
 

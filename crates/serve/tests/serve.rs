@@ -931,6 +931,65 @@ fn a_key_let_go_stays_warm_until_its_file_changes_or_the_warm_budget_has_no_room
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+#[test]
+fn a_recording_counts_under_the_key_budget_with_its_key() {
+    use zkpipe_bellperson::circuits::RandomR1cs;
+    use zkpipe_filecoin::FilecoinError;
+    let dir = scratch("recording-budget");
+    let circuit = RandomR1cs {
+        constraints: 500,
+        inputs: 2,
+        seed: 5,
+    };
+    let config = circuit_files(&dir, "budgeted", circuit);
+    // Recorded once through a cache, so that the file beside the key is the cache's own.
+    let unlimited = ParamsCache::new(&dir);
+    let key = unlimited
+        .key_file("circuit:budgeted", &config.params)
+        .unwrap();
+    unlimited.recording(&key, || Ok(circuit)).expect("recorded");
+    let key_bytes = key.key.bytes();
+    let params_file = std::fs::metadata(&config.params).unwrap().len() as usize;
+    let recording_file = std::fs::metadata(&config.recording).unwrap().len() as usize;
+    drop(key);
+    let budget = key_bytes + recording_file - 1;
+    assert!(budget >= params_file, "room for the key alone");
+
+    // The key in use leaves no room for its recording: refused, naming the bytes.
+    let cache = ParamsCache::new(&dir).with_key_budget(budget);
+    let key = cache.key_file("circuit:budgeted", &config.params).unwrap();
+    match cache.recording(&key, || Ok(circuit)) {
+        Err(FilecoinError::KeyBudget { needed, held, .. }) => {
+            assert_eq!((needed, held), (recording_file, key_bytes))
+        }
+        other => panic!("the recording does not fit beside its key: {other:?}"),
+    }
+    drop(key);
+
+    // One byte more: it fits, and counts until its key is let go.
+    let cache = ParamsCache::new(&dir).with_key_budget(budget + 1);
+    let key = cache.key_file("circuit:budgeted", &config.params).unwrap();
+    let recording = cache.recording(&key, || Ok(circuit)).expect("fits");
+    drop((key, recording));
+    let other = circuit_files(
+        &dir,
+        "other",
+        RandomR1cs {
+            constraints: 400,
+            inputs: 2,
+            seed: 6,
+        },
+    );
+    // The other key needs the first key's and its recording's room: both go.
+    let other_key = cache
+        .key_file("circuit:other", &other.params)
+        .expect("room made");
+    let held: Vec<_> = cache.resident_keys().into_iter().map(|k| k.id).collect();
+    assert_eq!(held, vec!["circuit:other".to_string()]);
+    drop(other_key);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A registered circuit's files: `RandomR1cs` of `constraints` constraints, its parameters
 /// (bellperson's setup) and its recording, written into `dir`.
 fn circuit_files(
