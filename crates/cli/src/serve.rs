@@ -56,7 +56,10 @@ async fn drained_on_signal(daemon: Arc<Daemon>) {
 pub fn serve(a: &ServeArgs) -> Result<(), Failure> {
     let (cfg, engine_cfg) = match &a.config {
         Some(path) => zkpipe_serve::read_config(path).map_err(|e| Failure::Usage(e.to_string()))?,
-        None => Default::default(),
+        None => (
+            zkpipe_serve::ServeConfig::default(),
+            zkpipe_serve::default_engine_config(),
+        ),
     };
     let engine_cfg = match a.cpu {
         true => engine_cfg.with_backend(Backend::Cpu),

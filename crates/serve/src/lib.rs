@@ -24,7 +24,7 @@ pub mod pb {
 pub use circuits::{CircuitConfig, CircuitError, Circuits};
 pub use daemon::{Daemon, Limits, Priority, Work};
 pub use server::{
-    connect_tcp, connect_unix, read_config, read_token, serve, unix_channel, ClientTls,
-    ConfigError, ServeConfig, ServeError,
+    connect_tcp, connect_unix, default_engine_config, read_config, read_token, serve, unix_channel,
+    ClientTls, ConfigError, ServeConfig, ServeError,
 };
 pub use service::ProverService;

@@ -11,6 +11,7 @@ use tonic::transport::{
     Certificate, Channel, ClientTlsConfig, Endpoint, Identity, Server, ServerTlsConfig,
 };
 use tonic::{Request, Status};
+use zkpipe_pipeline::G2Placement;
 
 use crate::pb::prover_client::ProverClient;
 use crate::pb::prover_server::ProverServer;
@@ -213,13 +214,27 @@ pub fn read_config(path: &Path) -> Result<(ServeConfig, zkpipe_pipeline::Config)
         Some(v) => v.try_into().map_err(toml_err)?,
         None => ServeConfig::default(),
     };
+    let g2_named = table.contains_key("g2");
     let engine_text = toml::to_string(&table).unwrap_or_default();
     let engine =
         zkpipe_pipeline::Config::from_toml(&engine_text).map_err(|source| ConfigError::Engine {
             path: path.to_path_buf(),
             source: Box::new(source),
         })?;
+    let engine = match g2_named {
+        true => engine,
+        false => engine.with_g2(G2Placement::Gpu),
+    };
     Ok((serve, engine))
+}
+
+/// The engine's configuration for a daemon given no file: the engine's defaults but the G2
+/// MSM on the GPU, as [`read_config`] has it where a file does not name `g2`. With several
+/// partitions synthesizing at once the host's cores are the synthesis's, and the G2 MSM
+/// there (the engine's own default) held a daemon's PoRep throughput to a quarter of the
+/// GPU placement's (benches/NOTES.md, session 30).
+pub fn default_engine_config() -> zkpipe_pipeline::Config {
+    zkpipe_pipeline::Config::default().with_g2(G2Placement::Gpu)
 }
 
 /// Why the daemon could not serve.
@@ -598,6 +613,7 @@ mod tests {
 backend = "cpu"
 cpu_workers = 3
 vram_cap = "16GiB"
+g2 = "cpu"
 
 [serve]
 socket = "/run/zkpipe/zkpipe.sock"
@@ -633,6 +649,7 @@ preload = ["winning-post:32GiB", "porep-c2:32GiB"]
         assert_eq!(engine.backend, zkpipe_pipeline::Backend::Cpu);
         assert_eq!(engine.cpu_workers, 3);
         assert_eq!(engine.vram_cap, Some(16 << 30));
+        assert_eq!(engine.g2, G2Placement::Cpu, "as named");
     }
 
     #[test]
@@ -644,6 +661,11 @@ preload = ["winning-post:32GiB", "porep-c2:32GiB"]
         assert_eq!(serve.limits().workers, 2);
         assert_eq!((serve.key_budget, serve.preload.len()), (None, 0));
         assert_eq!(engine.workers_per_device, 1);
+        assert_eq!(
+            engine.g2,
+            G2Placement::Gpu,
+            "a daemon's G2 MSM on the GPU unless named"
+        );
     }
 
     #[test]
