@@ -453,8 +453,10 @@ mod tests {
         let held = gate.enter_with(Turn::NORMAL, 70).expect("fits");
         assert_eq!(gate.in_use(), 70);
         let order = Arc::new(Mutex::new(Vec::new()));
-        // 40 more do not fit beside 70: both wait, the CRITICAL one first in line although it
-        // came second; 30 fit, and a waiter of 30 behind them waits its turn.
+        // 60 more do not fit beside 70: both waiters of 60 wait, the CRITICAL one first in
+        // line although it came second; 30 would fit beside 70, but its waiter is behind them.
+        // The CRITICAL one then holds 60 while it records itself, so that no other 60 fits
+        // beside it and the first name recorded is its own.
         let weighed = |name: &'static str, p: Priority, units: usize| {
             let (gate, order) = (Arc::clone(&gate), Arc::clone(&order));
             std::thread::spawn(move || {
@@ -468,9 +470,9 @@ mod tests {
                 drop(permit);
             })
         };
-        let n40 = weighed("n40", Priority::Normal, 40);
+        let n60 = weighed("n60", Priority::Normal, 60);
         wait_until(|| waiting(&gate) == 1);
-        let c40 = weighed("c40", Priority::Critical, 40);
+        let c60 = weighed("c60", Priority::Critical, 60);
         wait_until(|| waiting(&gate) == 2);
         let n30 = weighed("n30", Priority::Normal, 30);
         wait_until(|| waiting(&gate) == 3);
@@ -480,10 +482,12 @@ mod tests {
             "none passes the first in line"
         );
         drop(held);
-        for t in [n40, c40, n30] {
+        for t in [n60, c60, n30] {
             t.join().unwrap();
         }
-        assert_eq!(order.lock().unwrap()[0], "c40");
+        let order = order.lock().unwrap().clone();
+        assert_eq!(order.len(), 3);
+        assert_eq!(order[0], "c60");
         assert_eq!(gate.in_use(), 0);
         // Units beyond the capacity are taken as the whole of it, never waited for forever.
         let all = gate.enter_with(Turn::NORMAL, 1000).expect("the whole gate");
