@@ -352,13 +352,31 @@ impl Partition {
             return format!("partition {}/{of}: on the CPU{g2}; {done}", i + 1);
         }
         format!(
-            "partition {}/{of}: device {:.1} ms ({}){g2}; staging {:.0} ms, lock {:.0} ms; {done}; VRAM high-water {:.2} GiB",
+            "partition {}/{of}: device {:.1} ms ({}){g2}; staging {:.0} ms, lock {:.0} ms; {}; {done}; VRAM high-water {:.2} GiB",
             i + 1,
             self.report.device_span_ms,
             stages.join(", "),
             self.report.staging_ms,
             self.report.lock_ms,
+            self.link_words(),
             self.vram_high_water as f64 / GIB,
+        )
+    }
+
+    /// What the partition moved host to device, in words.
+    fn link_words(&self) -> String {
+        let r = &self.report;
+        let witness = format!("witness {:.2} GB staged", r.uploaded_bytes as f64 / 1e9);
+        let l = &r.link;
+        if l.bases_bytes == 0 {
+            return format!("{witness}, key resident");
+        }
+        format!(
+            "{witness}, key points {:.2} GB streamed ({:.2} GB with a nonzero scalar), the link busy {:.0} ms of them ({:.0}% of the device time)",
+            l.bases_bytes as f64 / 1e9,
+            l.bases_needed_bytes as f64 / 1e9,
+            l.bases_busy_ms,
+            100.0 * l.busy_share(r.device_span_ms),
         )
     }
 
@@ -373,7 +391,79 @@ impl Partition {
             "job": self.report.job, "plan": self.report.plan.map(|p| p.to_string()), "device_ms": self.report.device_span_ms,
             "stages_ms": stages, "staging_ms": self.report.staging_ms, "lock_ms": self.report.lock_ms,
             "g2_cpu_ms": self.report.g2_cpu_ms, "uploaded_bytes": self.report.uploaded_bytes,
+            "bases_bytes": self.report.link.bases_bytes,
+            "bases_needed_bytes": self.report.link.bases_needed_bytes,
+            "bases_busy_ms": self.report.link.bases_busy_ms,
+            "bases_busy_share": self.report.link.busy_share(self.report.device_span_ms),
             "done_s": self.done_s, "rss_bytes": self.rss, "vram_high_water_bytes": self.vram_high_water,
+        })
+    }
+}
+
+/// What the partitions moved over the link, against their device time (medians): the floor
+/// the link puts under a partition at the rate it gave while busy.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct LinkFloor {
+    /// Bytes of key points streamed, and of those with a nonzero scalar.
+    bases: f64,
+    needed: f64,
+    /// Bytes of witness staged.
+    witness: f64,
+    /// The link's rate while busy with key points (GB/s).
+    gbps: f64,
+    /// The device time of a partition (ms) and the share of it the link was busy.
+    device_ms: f64,
+    busy_share: f64,
+}
+
+impl LinkFloor {
+    /// None when no partition streamed key points with timed copies.
+    fn of(parts: &[Partition]) -> Option<Self> {
+        let streamed: Vec<&JobReport> = parts
+            .iter()
+            .map(|p| &p.report)
+            .filter(|r| r.link.busy_gbps().is_some())
+            .collect();
+        if streamed.is_empty() {
+            return None;
+        }
+        let med = |f: &dyn Fn(&JobReport) -> f64| median(streamed.iter().map(|r| f(r)).collect());
+        Some(Self {
+            bases: med(&|r| r.link.bases_bytes as f64),
+            needed: med(&|r| r.link.bases_needed_bytes as f64),
+            witness: med(&|r| r.uploaded_bytes as f64),
+            gbps: med(&|r| r.link.busy_gbps().unwrap_or(0.0)),
+            device_ms: med(&|r| r.device_span_ms),
+            busy_share: med(&|r| r.link.busy_share(r.device_span_ms)),
+        })
+    }
+
+    /// Milliseconds `bytes` take at the link's rate.
+    fn ms(&self, bytes: f64) -> f64 {
+        bytes / (self.gbps * 1e6)
+    }
+
+    fn line(&self) -> String {
+        format!(
+            "link per partition (medians): key points {:.2} GB streamed at {:.1} GB/s while busy, the link busy {:.0}% of the {:.1} ms of device time; witness {:.2} GB staged; floor at that rate {:.0} ms (points and witness), {:.0} ms moving only the points with a nonzero scalar ({:.2} GB)",
+            self.bases / 1e9,
+            self.gbps,
+            100.0 * self.busy_share,
+            self.device_ms,
+            self.witness / 1e9,
+            self.ms(self.bases + self.witness),
+            self.ms(self.needed + self.witness),
+            self.needed / 1e9,
+        )
+    }
+
+    fn json(&self) -> serde_json::Value {
+        json!({
+            "bases_bytes": self.bases, "bases_needed_bytes": self.needed,
+            "witness_bytes": self.witness, "busy_gbps": self.gbps,
+            "busy_share": self.busy_share, "device_ms": self.device_ms,
+            "floor_ms": self.ms(self.bases + self.witness),
+            "floor_needed_ms": self.ms(self.needed + self.witness),
         })
     }
 }
@@ -694,6 +784,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         }
     };
     let per_device = device_shares(&parts);
+    let link = LinkFloor::of(&parts);
     // One device GPU-bound proves a partition per median device time: the rate this run's
     // steady state reached, against that.
     let scaling = match (device > 0.0, steady > 0.0) {
@@ -713,6 +804,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
                 "wall_s": wall, "proofs_per_s": a.proofs as f64 / wall, "verified": verified,
                 "device_ms_per_partition_median": device, "steady_wall_ms_per_partition": steady,
                 "partitions": parts.iter().map(Partition::json).collect::<Vec<_>>(),
+                "link_per_partition": link.map(|l| l.json()),
                 "h_ms_per_proof": per(st.h_ms), "g1_msm_ms_per_proof": per(st.g1_msm_ms),
                 "g2_msm_ms_per_proof": per(st.g2_msm_ms), "staging_ms_per_proof": per(st.staging_ms),
                 "gpu_lock_ms_per_proof": per(st.gpu_lock_ms), "upload_gbps": st.upload_gbps,
@@ -745,6 +837,9 @@ pub fn run(a: &Args) -> Result<(), Failure> {
                 "per partition: device {device:.1} ms (median, CUDA events); wall {steady:.1} ms between completions in steady state (second half of the run; {:.2}x the device time)",
                 steady / device
             );
+        }
+        if let Some(l) = &link {
+            println!("{}", l.line());
         }
         if let Some(x) = scaling.filter(|_| !per_device.is_empty()) {
             for d in &per_device {
@@ -818,6 +913,38 @@ mod tests {
             rss: None,
             vram_high_water: 0,
         }
+    }
+
+    #[test]
+    fn the_link_floor_is_the_median_partitions_bytes_at_the_busy_rate() {
+        let streamed = |bytes: u64, busy_ms: f64| {
+            let mut p = part(Some(0), 1000.0);
+            p.report.uploaded_bytes = 10_000_000_000;
+            p.report.link = zkpipe_pipeline::LinkReport {
+                bases_bytes: bytes,
+                bases_needed_bytes: bytes / 2,
+                bases_busy_ms: busy_ms,
+            };
+            p
+        };
+        assert_eq!(LinkFloor::of(&[part(Some(0), 5.0)]), None, "a resident key");
+        let parts = [
+            streamed(40_000_000_000, 800.0),
+            streamed(50_000_000_000, 1000.0),
+            streamed(60_000_000_000, 1200.0),
+        ];
+        let f = LinkFloor::of(&parts).unwrap();
+        assert_eq!(f.gbps, 50.0);
+        assert_eq!(f.busy_share, 1.0);
+        // 50 GB of points and 10 of witness at 50 GB/s; half the points with 10 of witness.
+        assert_eq!(f.ms(f.bases + f.witness), 1200.0);
+        assert_eq!(f.ms(f.needed + f.witness), 700.0);
+        assert!(
+            f.line().contains("floor at that rate 1200 ms"),
+            "{}",
+            f.line()
+        );
+        assert_eq!(f.json()["floor_needed_ms"], 700.0);
     }
 
     #[test]

@@ -67,6 +67,12 @@ impl<S: Copy> StageClock<S> {
         self.running.is_some()
     }
 
+    /// The event the clock started with (None when off): the origin other device times of
+    /// the same work are measured from ([`crate::CopyLog::link_use`]).
+    pub fn origin(&self) -> Option<&Event> {
+        self.running.as_ref().map(|r| &r.start)
+    }
+
     /// Marks the end of `stage` after the work enqueued so far on `stream`.
     pub fn mark(&mut self, stage: S, stream: &Stream) -> Result<()> {
         let Some(r) = &mut self.running else {

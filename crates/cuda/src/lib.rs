@@ -24,6 +24,7 @@ pub mod sys;
 mod clock;
 mod context;
 mod error;
+mod link;
 mod memory;
 mod module;
 mod stream;
@@ -37,6 +38,7 @@ pub use context::{
 pub use error::{
     Error, NoKernelImage, Result, CUDA_ERROR_NO_DEVICE, CUDA_ERROR_OUT_OF_MEMORY, STICKY_CODES,
 };
+pub use link::{covered_ms, CopyLog, CopyStart, Interval, LinkUse};
 pub use memory::{byte_len, DeviceBuffer};
 pub use module::{
     Cubin, Function, ImageBytes, KernelImage, KernelParam, LaunchConfig, LoadedFrom, Module,

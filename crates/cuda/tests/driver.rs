@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use zkpipe_cuda::testing::gpu_context;
 use zkpipe_cuda::{
-    sys, DeviceBuffer, Error, Event, ImageBytes, KernelImage, LaunchConfig, LoadedFrom, Module,
-    Prefer, Ptx, StageClock, Stream, Timing,
+    sys, CopyLog, DeviceBuffer, Error, Event, ImageBytes, KernelImage, LaunchConfig, LoadedFrom,
+    Module, Prefer, Ptx, StageClock, Stream, Timing,
 };
 
 /// Tests in this file run in threads of one process; the ones that allocate take this lock so
@@ -247,6 +247,55 @@ fn a_stage_clock_times_each_stage_and_lanes_extend_its_span() {
     let timed = StageClock::start(&ctx, &s1, Timing::Enabled).unwrap();
     b.copy_from_device_async_at(0, &a, &s1).unwrap();
     assert!(timed.stop(Step::Copy, &s1).unwrap() > 0.0);
+}
+
+#[test]
+fn a_copy_log_counts_bytes_and_the_time_any_copy_ran() {
+    let Some(ctx) = gpu_context() else { return };
+    let _mem = memory_lock();
+    let (s1, s2) = (Stream::new(&ctx).unwrap(), Stream::new(&ctx).unwrap());
+    let n = 1 << 22;
+    let src: Vec<u32> = (0..n as u32).collect();
+    let mut a = DeviceBuffer::<u32>::alloc(&ctx, n).unwrap();
+    let mut b = DeviceBuffer::<u32>::alloc(&ctx, n).unwrap();
+    let clock = StageClock::<Step>::start(&ctx, &s1, Timing::Enabled).unwrap();
+    // One copy on each stream (the second log appended to the first), then one more on the
+    // first after both.
+    let mut log = CopyLog::new(&ctx, Timing::Enabled);
+    let mut other = CopyLog::new(&ctx, Timing::Enabled);
+    let bytes = (n * 4) as u64;
+    let start = log.start(&s1).unwrap();
+    // SAFETY: `src` outlives the synchronizes below.
+    unsafe { a.copy_from_host_async_at(0, &src, &s1) }.unwrap();
+    log.end(start, &s1, bytes).unwrap();
+    let start = other.start(&s2).unwrap();
+    // SAFETY: as above.
+    unsafe { b.copy_from_host_async_at(0, &src, &s2) }.unwrap();
+    other.end(start, &s2, bytes).unwrap();
+    s1.wait(&s2.record().unwrap()).unwrap();
+    let start = log.start(&s1).unwrap();
+    // SAFETY: as above.
+    unsafe { a.copy_from_host_async_at(0, &src, &s1) }.unwrap();
+    log.end(start, &s1, bytes).unwrap();
+    log.append(other);
+    s1.synchronize().unwrap();
+    s2.synchronize().unwrap();
+    let used = log.link_use(clock.origin()).unwrap();
+    assert_eq!(used.bytes, 3 * bytes);
+    // The link was busy for some time, never more than the span from the clock's start to
+    // the last copy's end.
+    assert!(used.busy_ms > 0.0, "{used:?}");
+    let after = Event::timed(&ctx).unwrap();
+    after.record(&s1).unwrap();
+    after.synchronize().unwrap();
+    let span = f64::from(clock.origin().unwrap().elapsed_ms(&after).unwrap());
+    assert!(used.busy_ms <= span + 1e-3, "{used:?} beyond {span} ms");
+    // Untimed, the bytes still count.
+    let mut off = CopyLog::new(&ctx, Timing::Disabled);
+    let start = off.start(&s1).unwrap();
+    off.end(start, &s1, 7).unwrap();
+    assert_eq!(off.link_use(clock.origin()).unwrap().busy_ms, 0.0);
+    assert_eq!(off.bytes(), 7);
 }
 
 /// A cubin claimed for the device's architecture that the driver refuses; the PTX is fine.

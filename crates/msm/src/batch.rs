@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use group::Group;
 use rayon::prelude::*;
-use zkpipe_cuda::{DeviceBuffer, Event, StageClock, Stream};
+use zkpipe_cuda::{CopyLog, DeviceBuffer, Event, StageClock, Stream, Timing};
 use zkpipe_field::Fr;
 use zkpipe_pinned::PinnedBuffer;
 use zkpipe_stream::{copy_scope, download, InFlight, Pinned};
@@ -191,6 +191,8 @@ pub struct MsmBatch<'m, C: GpuCurve> {
     used: [Option<Event>; 2],
     ones_threads: usize,
     pending: Vec<Pending<C::Jacobian>>,
+    /// The streamed bases' copies (bytes always; times when asked for).
+    copies: CopyLog,
 }
 
 impl CudaMsm {
@@ -242,6 +244,7 @@ impl CudaMsm {
             used: [None, None],
             ones_threads: ones_threads(self),
             pending: Vec::new(),
+            copies: CopyLog::off(),
         }
     }
 
@@ -297,6 +300,19 @@ fn ones_threads(msm: &CudaMsm) -> usize {
 }
 
 impl<C: GpuCurve> MsmBatch<'_, C> {
+    /// Times the copies of streamed bases from here on with CUDA events
+    /// ([`MsmBatch::take_copies`]); their bytes are counted either way.
+    pub fn time_copies(&mut self) {
+        let mut log = CopyLog::new(self.msm.context(), Timing::Enabled);
+        log.append(std::mem::replace(&mut self.copies, CopyLog::off()));
+        self.copies = log;
+    }
+
+    /// The copies of streamed bases enqueued so far (read their times once they are done).
+    pub fn take_copies(&mut self) -> CopyLog {
+        std::mem::replace(&mut self.copies, CopyLog::off())
+    }
+
     /// Enqueues the sum over i < n of `scalars[i] · bases[i]` (the scalars on the device, canonical,
     /// in Montgomery form; `scalars` may be longer than n, its rest unused).
     pub fn dense(
@@ -479,6 +495,7 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
                     slots, copy, ws, ..
                 } = mem;
                 let used = &mut self.used;
+                let log = &mut self.copies;
                 let copy = &*copy;
                 let slots = slots.as_mut().ok_or(CudaError::Chunk { chunk: 0 })?;
                 let ran = copy_scope(|sc| -> Result<(), CudaError> {
@@ -493,6 +510,7 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
                             needed: hi,
                         };
                         let dst = &mut slots[slot];
+                        let start = log.start(copy)?;
                         match bases {
                             BaseSource::Pinned(p) => {
                                 sc.upload(copy, p.range(lo..hi).ok_or(short)?, dst, 0)?
@@ -502,6 +520,8 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
                             }
                             BaseSource::Resident(_) => return Err(short),
                         }
+                        let bytes = (hi - lo) * std::mem::size_of::<C::GpuAffine>();
+                        log.end(start, copy, bytes as u64)?;
                         let ready = copy.record()?;
                         let chunk = ChunkOnDevice {
                             index: i,

@@ -148,6 +148,8 @@ pub struct SplitQuery {
     prefix: Vec<u32>,
     sel: Vec<u32>,
     sel_prefix: Vec<u32>,
+    /// Selected variables of the tail (neither 0 nor 1).
+    tail_selected: usize,
 }
 
 /// Exclusive prefix counts of the set bits of `words` (one entry more than the words).
@@ -191,12 +193,24 @@ impl SplitQuery {
                     .fold(0, |acc, (i, &b)| acc | (u32::from(b) << i));
             });
         let sel: Vec<u32> = words.iter().zip(&split.ones).map(|(d, o)| d & o).collect();
+        let tail_selected = split
+            .tail_index
+            .par_iter()
+            .filter(|&&v| words[v as usize / 32] >> (v % 32) & 1 == 1)
+            .count();
         Ok(Self {
             prefix: prefix_counts(&words),
             sel_prefix: prefix_counts(&sel),
             density: words,
             sel,
+            tail_selected,
         })
+    }
+
+    /// Number of selected variables whose value is not zero: the bases the sum reads (the
+    /// others' scalar is 0, so their bases contribute nothing).
+    pub fn nonzero(&self) -> usize {
+        self.ones() + self.tail_selected
     }
 
     /// Number of selected variables: the bases the query needs.
@@ -314,6 +328,8 @@ mod tests {
         let q = SplitQuery::new(&s, &d).unwrap();
         assert_eq!(q.selected(), 5);
         assert_eq!(q.ones(), 2);
+        // Selected: 0 (zero), 1 (one), 3 (one), 4 (zero), 5 (seven); 2 (five) is not.
+        assert_eq!(q.nonzero(), 3);
         let bad = Density::from_bools(vec![true; 5]);
         let err = SplitQuery::new(&s, &bad).unwrap_err();
         assert!(
@@ -350,5 +366,9 @@ mod tests {
                 .iter()
                 .all(|k| k.bases.len() <= max && k.tail.len() <= max_tail));
         }
+        let nonzero = (0..5000)
+            .filter(|&i| d.is_selected(i) && values[i] != 0)
+            .count();
+        assert_eq!(q.nonzero(), nonzero);
     }
 }

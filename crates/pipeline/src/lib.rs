@@ -58,7 +58,7 @@ pub use proof::{check, verify, Proof, PROOF_BYTES};
 #[cfg(feature = "fault-injection")]
 pub mod inject;
 pub use stats::{
-    EngineStats, JobMemoryUse, JobReport, KeyPlacement, MatricesPlacement, PlanReport, Stage,
-    StageTime,
+    EngineStats, JobMemoryUse, JobReport, KeyPlacement, LinkReport, MatricesPlacement, PlanReport,
+    Stage, StageTime,
 };
 pub use witness::{LentWitness, PinnedScalars, Scalars, Witness};

@@ -107,8 +107,13 @@ pub struct JobReport {
     pub lock_ms: f64,
     /// Host milliseconds of the G2 MSM on the CPU (0 when it ran on the GPU).
     pub g2_cpu_ms: f64,
-    /// Bytes the job copied to the device.
+    /// Bytes of the witness the job staged on the device (a, b and c or what their
+    /// evaluation reads, the split witness and the queries' bitmaps; the key's points
+    /// streamed during the MSMs are in `link`).
     pub uploaded_bytes: u64,
+    /// The key's points the job streamed over the host-to-device link (none on the CPU
+    /// backend or with a resident key).
+    pub link: LinkReport,
     /// Host milliseconds of the proof's check before it was returned (0 when the engine
     /// checks none: [`crate::Config::proof_check`]).
     pub check_ms: f64,
@@ -127,6 +132,36 @@ impl JobReport {
             .iter()
             .filter(|t| t.stage == stage)
             .fold(0.0, |acc, t| acc + t.ms)
+    }
+}
+
+/// The key's points a job streamed to the device during its MSMs, against which its device
+/// time is judged: at the link's rate, their bytes are a floor under the MSMs' time.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LinkReport {
+    /// Bytes of points copied host to device (0 with a resident key).
+    pub bases_bytes: u64,
+    /// Of those, the bytes of the points whose scalar is not zero (all of H's; of the
+    /// witness queries', those of the variables whose value is not 0): what the sums read.
+    pub bases_needed_bytes: u64,
+    /// Device milliseconds, within the job's span, during which a copy of its points ran
+    /// (copies on both MSM streams at once count once).
+    pub bases_busy_ms: f64,
+}
+
+impl LinkReport {
+    /// The share of `span_ms` of device time the link was busy with the job's points.
+    pub fn busy_share(&self, span_ms: f64) -> f64 {
+        if span_ms > 0.0 {
+            self.bases_busy_ms / span_ms
+        } else {
+            0.0
+        }
+    }
+
+    /// GB/s while the link was busy with the job's points (None when nothing was timed).
+    pub fn busy_gbps(&self) -> Option<f64> {
+        (self.bases_busy_ms > 0.0).then(|| self.bases_bytes as f64 / self.bases_busy_ms / 1e6)
     }
 }
 
@@ -414,6 +449,20 @@ mod tests {
         assert_eq!(report.stage_ms(Stage::MsmBG2), 0.0);
         assert_eq!(report.device_total_ms(), 5.5);
         assert_eq!(Stage::MsmBG1.to_string(), "msm_b_g1");
+    }
+
+    #[test]
+    fn a_link_report_gives_its_share_of_the_span_and_its_rate() {
+        let link = LinkReport {
+            bases_bytes: 11_000_000_000,
+            bases_needed_bytes: 6_000_000_000,
+            bases_busy_ms: 200.0,
+        };
+        assert_eq!(link.busy_share(800.0), 0.25);
+        assert_eq!(link.busy_gbps(), Some(55.0));
+        let none = LinkReport::default();
+        assert_eq!(none.busy_share(0.0), 0.0);
+        assert_eq!(none.busy_gbps(), None);
     }
 
     /// The names logs, metrics and JSON reports have always used.

@@ -8,7 +8,7 @@ use ff::Field;
 use group::prime::PrimeCurveAffine;
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use zkpipe_cuda::DeviceBuffer;
+use zkpipe_cuda::{DeviceBuffer, Event};
 use zkpipe_field::cast;
 use zkpipe_msm::testgen::{g1_points, g2_points, mixed, scalars};
 use zkpipe_msm::{
@@ -64,13 +64,27 @@ fn split_g1_matches_blst_resident_and_streamed() {
         // Chunks smaller than the tail and the bases, and one holding everything.
         for chunk in [64usize, 1000, 1 << 17] {
             let mut batch = gpu.batch::<G1>(chunk).unwrap();
+            let origin = Event::timed(&ctx).unwrap();
+            origin.record(gpu.stream()).unwrap();
             let r = batch
                 .split(BaseSource::Resident(&resident), &dev_split, &q)
                 .unwrap();
+            assert_eq!(
+                batch.take_copies().bytes(),
+                0,
+                "resident bases move nothing"
+            );
+            batch.time_copies();
             let p = batch
                 .split(BaseSource::Pinned(Pinned::new(&host)), &dev_split, &q)
                 .unwrap();
+            let copies = batch.take_copies();
             let out = batch.finish().unwrap();
+            // Every selected base crossed the link, in the time the copies were timed.
+            let moved = copies.link_use(Some(&origin)).unwrap();
+            let point = std::mem::size_of::<<G1 as zkpipe_msm::GpuCurve>::GpuAffine>() as u64;
+            assert_eq!(moved.bytes, d.selected() as u64 * point, "n = {n}");
+            assert!(moved.busy_ms > 0.0, "n = {n}: {moved:?}");
             assert_eq!(
                 out.sum(r).unwrap(),
                 want,

@@ -157,6 +157,7 @@ fn run_job(w: &Worker, mut job: Job, out: &Sender<G1Done>, stats: &Counters) -> 
         job = job.id,
         n = job.key.domain_size(),
         upload_bytes = tracing::field::Empty,
+        bases_bytes = tracing::field::Empty,
         h_gpu_ms = tracing::field::Empty,
         msm_gpu_ms = tracing::field::Empty,
     );

@@ -6,10 +6,11 @@ use std::sync::Arc;
 
 use blstrs::Scalar;
 use zkpipe_cuda::testing::gpu_context;
+use zkpipe_msm::{GpuCurve, G1, G2};
 use zkpipe_pipeline::testgen::{random_key, random_witness, Shape, WitnessSource};
 use zkpipe_pipeline::{
-    Backend, Config, Engine, G2Placement, JobMemoryUse, KeyPlacement, OnDeviceFailure, PlanReport,
-    ProofCheck, ProveError, Randomness, Scalars,
+    Backend, Config, Engine, G2Placement, JobMemoryUse, JobReport, KeyPlacement, LinkReport,
+    OnDeviceFailure, PlanReport, ProofCheck, ProveError, ProvingKey, Randomness, Scalars,
 };
 
 const MIB: usize = 1 << 20;
@@ -328,6 +329,7 @@ fn a_kept_witness_proves_as_a_given_one_in_every_plan() {
                     Ok((proof, report)) => {
                         assert_eq!(proof.to_bytes(), want, "{what}: {:?}", report.plan);
                         assert_eq!(report.device, Some(0), "{what}");
+                        check_link(&report, &key, g2, &what);
                         plans.extend(report.plan);
                     }
                     Err(ProveError::TooLargeForDevice { .. }) => assert!(cap.is_some(), "{what}"),
@@ -342,6 +344,29 @@ fn a_kept_witness_proves_as_a_given_one_in_every_plan() {
     println!("plans: {plans:#?}");
     assert!(plans.iter().any(|p| p.h_vectors == 4), "{plans:?}");
     assert!(plans.iter().any(|p| p.h_vectors == 3), "{plans:?}");
+}
+
+/// A streamed key's job reports every point of its queries crossing the link (B2's when G2
+/// runs on the GPU), fewer with a nonzero scalar, in timed copies; a resident key's, none.
+fn check_link(report: &JobReport, key: &ProvingKey, g2: G2Placement, what: &str) {
+    let link = &report.link;
+    let streamed = report.plan.map(|p| p.bases) == Some(KeyPlacement::Streamed);
+    if !streamed {
+        assert_eq!(*link, LinkReport::default(), "{what}");
+        return;
+    }
+    let g1 = std::mem::size_of::<<G1 as GpuCurve>::GpuAffine>();
+    let g2_point = std::mem::size_of::<<G2 as GpuCurve>::GpuAffine>();
+    let [h, l, a, b1, b2] = key.query_lens();
+    let b2 = if g2 == G2Placement::Gpu { b2 } else { 0 };
+    let all = ((h + l + a + b1) * g1 + b2 * g2_point) as u64;
+    assert_eq!(link.bases_bytes, all, "{what}");
+    // The witness's aux values are 0 about half the time: their points need not move.
+    assert!(
+        link.bases_needed_bytes < all && link.bases_needed_bytes > (h * g1) as u64,
+        "{what}: {link:?}"
+    );
+    assert!(link.bases_busy_ms > 0.0, "{what}: {link:?}");
 }
 
 #[test]

@@ -215,6 +215,10 @@ impl GpuWorker {
         self.dev.sample(job.stats);
 
         let bytes = staged.bytes;
+        let needed = match resident {
+            Some(_) => 0,
+            None => report::needed_bases_bytes(job.key, &staged.witness, self.dev.g2_on_gpu),
+        };
         let locked = self.under_lock(job, &plan, resident.as_deref(), staged, held)?;
         // A replaced key's memory goes (if this job held it last) before the job stops counting.
         let bases = match resident {
@@ -238,6 +242,15 @@ impl GpuWorker {
             device_ms.extend(l.spans().map_err(|e| self.err(e))?);
         }
         let device_span_ms = clock.span_ms(&lanes).map_err(|e| self.err(e))?;
+        let moved = sums
+            .bases_copies
+            .link_use(clock.origin())
+            .map_err(|e| self.err(e))?;
+        let link = crate::stats::LinkReport {
+            bases_bytes: moved.bytes,
+            bases_needed_bytes: needed,
+            bases_busy_ms: moved.busy_ms,
+        };
         if let Some(top) = top {
             let top = top.wait().map_err(|e| self.err(e))?;
             check_satisfied(top.first().map(|&t| Scalar::from(t)))?;
@@ -253,6 +266,7 @@ impl GpuWorker {
             lock_ms,
             g2_cpu_ms: 0.0,
             uploaded_bytes: bytes,
+            link,
             check_ms: 0.0,
         };
         report::record(job.stats, &report);

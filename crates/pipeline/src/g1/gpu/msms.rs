@@ -4,7 +4,7 @@
 
 use blstrs::{G1Projective, G2Projective};
 use group::Group;
-use zkpipe_cuda::{DeviceBuffer, StageClock, Timing};
+use zkpipe_cuda::{CopyLog, DeviceBuffer, StageClock, Timing};
 use zkpipe_field::Fr;
 use zkpipe_msm::{
     BaseSource, Bases, BatchMemory, DeviceBases, DeviceQuery, DeviceSplit, GpuCurve, MsmResults,
@@ -26,7 +26,7 @@ pub(super) struct StagedWitness {
 
 impl StagedWitness {
     /// The bitmaps `q` sums over.
-    fn query(&self, q: WitnessQuery) -> &DeviceQuery {
+    pub fn query(&self, q: WitnessQuery) -> &DeviceQuery {
         match q {
             WitnessQuery::L => &self.queries[0],
             WitnessQuery::A => &self.queries[1],
@@ -48,17 +48,20 @@ struct WitnessSums {
     g2: Option<Pending<G2>>,
 }
 
-/// The side stream's sums and the batch memory they were made in.
+/// The side stream's sums, the batch memory they were made in and its bases' copies.
 struct SideDone {
     sums: WitnessSums,
     g1_mem: BatchMemory<G1>,
     g2_mem: Option<BatchMemory<G2>>,
+    copies: CopyLog,
 }
 
-/// H's sum (none for a one-point domain) and the batch memory it was made in.
+/// H's sum (none for a one-point domain), the batch memory it was made in and its bases'
+/// copies.
 struct HDone {
     sum: Option<Pending<G1>>,
     mem: BatchMemory<G1>,
+    copies: CopyLog,
 }
 
 /// The MSMs of a job, enqueued and waited for; summed after the lock is let go.
@@ -66,6 +69,8 @@ pub(super) struct MsmSums {
     /// H's MSM (none for a one-point domain, whose h is empty).
     h: Option<Pending<G1>>,
     witness: WitnessSums,
+    /// The copies of streamed key points, timed (none with a resident key).
+    pub bases_copies: CopyLog,
 }
 
 /// What the MSMs read: the key (on the device when resident), h, the staged witness.
@@ -109,9 +114,12 @@ impl GpuWorker {
         });
         let side = side_part?;
         let h = h_part?;
+        let mut bases_copies = h.copies;
+        bases_copies.append(side.copies);
         let sums = MsmSums {
             h: h.sum,
             witness: side.sums,
+            bases_copies,
         };
         let mem = Batches {
             h: h.mem,
@@ -129,18 +137,25 @@ impl GpuWorker {
         clock: &mut StageClock<Stage>,
     ) -> Result<HDone, ProveError> {
         let Some(h) = inputs.h else {
-            return Ok(HDone { sum: None, mem });
+            let copies = CopyLog::off();
+            return Ok(HDone {
+                sum: None,
+                mem,
+                copies,
+            });
         };
         let mut batch = self.msm.batch_in(mem);
+        batch.time_copies();
         let bases = source::<G1>(inputs.resident.map(|k| &k.h), &inputs.key.h);
         let n = bases.len();
         let ticket = batch.dense(bases, h, n).map_err(msm_err("h"))?;
         clock
             .mark(Stage::MsmH, self.msm.stream())
             .map_err(|e| self.err(e))?;
+        let copies = batch.take_copies();
         let (results, mem) = batch.finish_keeping().map_err(msm_err("h"))?;
         let sum = Some(Pending { results, ticket });
-        Ok(HDone { sum, mem })
+        Ok(HDone { sum, mem, copies })
     }
 
     /// The split MSMs of the witness queries on the side stream, on a clock of their own.
@@ -161,6 +176,7 @@ impl GpuWorker {
         let clock = lane
             .insert(StageClock::start(&self.dev.ctx, s, Timing::Enabled).map_err(|e| self.err(e))?);
         let mut g1 = self.side.batch_in(g1_mem);
+        g1.time_copies();
         let mut tickets = Vec::with_capacity(3);
         for q in G1Query::ALL {
             let name = q.query().name();
@@ -177,6 +193,7 @@ impl GpuWorker {
             Some(mem) => {
                 let q = WitnessQuery::B2;
                 let mut batch = self.side.batch_in(mem);
+                batch.time_copies();
                 let bases = source::<G2>(resident.and_then(|k| k.b_g2.as_ref()), &key.b_g2);
                 let t = batch
                     .split(bases, &witness.split, witness.query(q))
@@ -186,9 +203,11 @@ impl GpuWorker {
             }
             None => None,
         };
+        let mut copies = g1.take_copies();
         let (g1, g1_mem) = g1.finish_keeping().map_err(msm_err("l, a, b_g1"))?;
         let (g2, g2_mem) = match g2 {
-            Some((batch, ticket)) => {
+            Some((mut batch, ticket)) => {
+                copies.append(batch.take_copies());
                 let (results, mem) = batch.finish_keeping().map_err(msm_err("b_g2"))?;
                 (Some(Pending { results, ticket }), Some(mem))
             }
@@ -199,6 +218,7 @@ impl GpuWorker {
             sums,
             g1_mem,
             g2_mem,
+            copies,
         })
     }
 }

@@ -1,10 +1,15 @@
 //! What a job on the device did: its plan, its stage times added to the engine's
 //! counters, its span and the log.
 
+use zkpipe_msm::{GpuCurve, G1, G2};
+
+use super::msms::StagedWitness;
 use crate::plan::{HStep, JobPlan};
+use crate::prover::WitnessQuery;
 use crate::stats::{
     Counters, JobMemoryUse, JobReport, KeyPlacement, MatricesPlacement, PlanReport, Stage,
 };
+use crate::ProvingKey;
 
 /// Adds a job's device times to the engine's counters, its span and the log.
 pub(super) fn record(stats: &Counters, r: &JobReport) {
@@ -17,12 +22,16 @@ pub(super) fn record(stats: &Counters, r: &JobReport) {
     stats.stages.observe(&r.device_ms, r.device_span_ms);
     let span = tracing::Span::current();
     span.record("upload_bytes", r.uploaded_bytes);
+    span.record("bases_bytes", r.link.bases_bytes);
     span.record("h_gpu_ms", h_ms);
     span.record("msm_gpu_ms", msm_ms);
     tracing::info!(
         job = r.job,
         plan = %r.plan.map_or(String::new(), |p| p.to_string()),
         upload_bytes = r.uploaded_bytes,
+        bases_bytes = r.link.bases_bytes,
+        bases_needed_bytes = r.link.bases_needed_bytes,
+        bases_busy_ms = r.link.bases_busy_ms,
         device_ms = ?r.device_ms,
         device_span_ms = r.device_span_ms,
         staging_ms = r.staging_ms,
@@ -51,4 +60,22 @@ pub(super) fn plan_report(
         },
         matrices,
     }
+}
+
+/// Bytes of the key's points a streamed job's MSMs read with a nonzero scalar: all of H's
+/// (h is dense), and of L, A, B1 (and B2 when G2 runs on the GPU) those of the variables
+/// whose value is not 0, in the layout that crosses the link.
+pub(super) fn needed_bases_bytes(key: &ProvingKey, w: &StagedWitness, g2_on_gpu: bool) -> u64 {
+    let g1 = std::mem::size_of::<<G1 as GpuCurve>::GpuAffine>();
+    let g2 = std::mem::size_of::<<G2 as GpuCurve>::GpuAffine>();
+    let [h, ..] = key.query_lens();
+    let nonzero = |q: WitnessQuery| w.query(q).host().nonzero();
+    let g1_points =
+        h + nonzero(WitnessQuery::L) + nonzero(WitnessQuery::A) + nonzero(WitnessQuery::B1);
+    let g2_points = if g2_on_gpu {
+        nonzero(WitnessQuery::B2)
+    } else {
+        0
+    };
+    (g1_points * g1 + g2_points * g2) as u64
 }
