@@ -19,7 +19,7 @@ use zkpipe_pipeline::{read_params, read_params_unchecked};
 use crate::exit::Failure;
 use zkpipe_pipeline::{
     verify, Backend, Config, Engine, G2Placement, JobReport, PreparedVerifyingKey, ProofCheck,
-    ProvingKey, Randomness, Witness,
+    ProvingKey, Randomness, StreamedPoints, Witness,
 };
 
 /// What `zkpipe prove` was asked for.
@@ -43,6 +43,10 @@ pub struct Args {
     /// Where the G2 MSM runs [default: cpu, or the --config file's].
     #[arg(long, value_enum)]
     pub g2: Option<G2Arg>,
+    /// Which of a streamed key's witness-query points cross the link [default: all, or the
+    /// --config file's]: nonzero gathers only those of variables whose value is not 0.
+    #[arg(long, value_enum)]
+    pub streamed_points: Option<StreamedPointsArg>,
     /// Cap each device's VRAM budget at this many GiB.
     #[arg(long, conflicts_with = "vram_cap")]
     pub vram_cap_gib: Option<f64>,
@@ -575,6 +579,15 @@ pub enum G2Arg {
     Gpu,
 }
 
+/// Which streamed points cross the link ([`StreamedPoints`] on the command line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StreamedPointsArg {
+    /// Every point of each query.
+    All,
+    /// Only those of variables whose value is not zero, gathered on the host.
+    Nonzero,
+}
+
 /// The engine's configuration: the --config file's (else the defaults), with the options
 /// given on the command line over it.
 fn engine_config(a: &Args) -> Result<Config, Failure> {
@@ -586,6 +599,11 @@ fn engine_config(a: &Args) -> Result<Config, Failure> {
         None => base.g2,
         Some(G2Arg::Cpu) => G2Placement::Cpu,
         Some(G2Arg::Gpu) => G2Placement::Gpu,
+    };
+    let streamed_points = match a.streamed_points {
+        None => base.streamed_points,
+        Some(StreamedPointsArg::All) => StreamedPoints::All,
+        Some(StreamedPointsArg::Nonzero) => StreamedPoints::Nonzero,
     };
     let vram_cap = a
         .vram_cap
@@ -607,6 +625,7 @@ fn engine_config(a: &Args) -> Result<Config, Failure> {
         .with_devices(devices)
         .with_workers_per_device(workers)
         .with_g2(g2)
+        .with_streamed_points(streamed_points)
         .with_vram_cap(vram_cap)
         .with_queue_capacity(1)
         .with_keep_key_resident(keep_key_resident)

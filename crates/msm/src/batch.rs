@@ -6,14 +6,16 @@
 //! behind it; [`MsmBatch::finish`] waits once, and [`MsmResults`] combines on the host, after
 //! the caller has let the GPU go.
 
+use std::ops::Range;
 use std::sync::Arc;
+use std::time::Duration;
 
 use group::Group;
 use rayon::prelude::*;
 use zkpipe_cuda::{CopyLog, DeviceBuffer, Event, StageClock, Stream, Timing};
 use zkpipe_field::Fr;
-use zkpipe_pinned::PinnedBuffer;
-use zkpipe_stream::{copy_scope, download, InFlight, Pinned};
+use zkpipe_pinned::{PinnedBuffer, PinnedPool};
+use zkpipe_stream::{copy_scope, download, upload, InFlight, Pinned};
 
 use crate::cuda::{CudaError, CudaMsm, DeviceBases, GpuCurve, Multiples};
 use crate::kernels::{BucketWrite, DensityMap, MsmKernels, SplitMaps};
@@ -42,6 +44,55 @@ pub enum BaseSource<'a, C: GpuCurve> {
     Pinned(Pinned<'a, C::GpuAffine>),
     /// In pageable host memory: streamed the same way, at pageable speed.
     Pageable(&'a [C::GpuAffine]),
+    /// In host memory, only the points whose scalar is not zero gathered chunk by chunk into
+    /// pinned staging memory and streamed (split MSMs only).
+    Gathered(Gathered<'a, C>),
+}
+
+/// A query's points in host memory, of which a split MSM streams only those of the
+/// variables whose value is not zero: it sums over `needed` ([`SplitQuery::nonzero_only`] of
+/// the query the points are numbered by), and each chunk's points are gathered into pinned
+/// memory from `staging` before they cross the link.
+#[derive(Debug)]
+pub struct Gathered<'a, C: GpuCurve> {
+    all: &'a [C::GpuAffine],
+    whole: &'a SplitQuery,
+    needed: &'a SplitQuery,
+    staging: &'a PinnedPool,
+    wait: Duration,
+}
+
+impl<'a, C: GpuCurve> Gathered<'a, C> {
+    /// The points `all` of the variables `whole` selects (by rank), to be summed over the
+    /// variables of `needed` (which `whole` must cover), staged through `staging`, waiting at
+    /// most `wait` for its memory.
+    pub fn new(
+        all: &'a [C::GpuAffine],
+        whole: &'a SplitQuery,
+        needed: &'a DeviceQuery,
+        staging: &'a PinnedPool,
+        wait: Duration,
+    ) -> Result<Self, CudaError> {
+        if all.len() != whole.selected() {
+            let e = MsmError::DensityCount {
+                selected: whole.selected(),
+                bases: all.len(),
+            };
+            return Err(e.into());
+        }
+        if !whole.covers(needed.host()) {
+            return Err(CudaError::Gather(
+                "the variables summed over are not all among those the points are for",
+            ));
+        }
+        Ok(Self {
+            all,
+            whole,
+            needed: needed.host(),
+            staging,
+            wait,
+        })
+    }
 }
 
 impl<'a, C: GpuCurve> BaseSource<'a, C> {
@@ -63,6 +114,7 @@ impl<'a, C: GpuCurve> BaseSource<'a, C> {
             BaseSource::Resident(b) => b.len(),
             BaseSource::Pinned(p) => p.len(),
             BaseSource::Pageable(p) => p.len(),
+            BaseSource::Gathered(g) => g.needed.selected(),
         }
     }
 
@@ -328,6 +380,11 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
             };
             return Err(e.into());
         }
+        if matches!(bases, BaseSource::Gathered(_)) {
+            return Err(CudaError::Gather(
+                "points gathered by a query's values are for split MSMs; a dense MSM reads every point",
+            ));
+        }
         let step = self.plan.n;
         let chunks: Vec<(usize, usize)> = (0..n)
             .step_by(step)
@@ -343,7 +400,7 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
         };
         let stride = bases.len();
         let mut write = BucketWrite::Overwrite;
-        self.each_chunk(&bases, &chunks, |ws, c| {
+        self.each_chunk(&bases, &chunks, &[], |ws, c| {
             let (lo, hi) = chunks[c.index];
             let v_lo = match c.at {
                 BasesAt::Device => lo,
@@ -376,6 +433,13 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
         query: &DeviceQuery,
     ) -> Result<Ticket, CudaError> {
         let q = query.host();
+        if let BaseSource::Gathered(g) = &bases {
+            if !std::ptr::eq(g.needed, q) {
+                return Err(CudaError::Gather(
+                    "the points were gathered for another query than the one summed",
+                ));
+            }
+        }
         if bases.len() != q.selected() {
             let e = MsmError::DensityCount {
                 selected: q.selected(),
@@ -392,7 +456,9 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
         }
         let max_bases = match bases {
             BaseSource::Resident(_) => usize::MAX,
-            BaseSource::Pinned(_) | BaseSource::Pageable(_) => self.plan.n,
+            BaseSource::Pinned(_) | BaseSource::Pageable(_) | BaseSource::Gathered(_) => {
+                self.plan.n
+            }
         };
         let chunks: Vec<SplitChunk> = q.chunks(split.host(), max_bases, self.plan.n);
         let msm = self.msm;
@@ -414,7 +480,8 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
             .iter()
             .map(|c| (c.bases.start, c.bases.end))
             .collect();
-        self.each_chunk(&bases, &chunk_ranges, |ws, at| {
+        let chunk_words: Vec<Range<usize>> = chunks.iter().map(|c| c.words.clone()).collect();
+        self.each_chunk(&bases, &chunk_ranges, &chunk_words, |ws, at| {
             let c = &chunks[at.index];
             let b_lo = match at.at {
                 BasesAt::Device => 0,
@@ -455,11 +522,13 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
     /// Runs `work` for each chunk `(lo, hi)` of the bases, with the device buffer holding
     /// them: the resident buffer, or one of the two point buffers after its copy (the kernels
     /// that read it wait for `ready`; the copy into a buffer waits for the kernels that read
-    /// it two chunks before). Returns once the copies are done (the kernels may still run).
+    /// it two chunks before). Gathered bases are gathered from the bitmap words `words[i]`
+    /// of chunk i. Returns once the copies are enqueued or done (the kernels may still run).
     fn each_chunk<W>(
         &mut self,
         bases: &BaseSource<'_, C>,
         chunks: &[(usize, usize)],
+        words: &[Range<usize>],
         mut work: W,
     ) -> Result<(), CudaError>
     where
@@ -484,13 +553,58 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
                 }
                 Ok(())
             }
+            BaseSource::Gathered(g) => {
+                if words.len() != chunks.len() {
+                    return Err(CudaError::Gather(
+                        "points gathered by a query's values are for split MSMs",
+                    ));
+                }
+                let mem = memory(&mut self.mem)?;
+                alloc_point_slots(mem, msm)?;
+                let BatchMemory {
+                    slots, copy, ws, ..
+                } = mem;
+                let slots = slots.as_mut().ok_or(CudaError::Chunk { chunk: 0 })?;
+                for (i, &(lo, hi)) in chunks.iter().enumerate() {
+                    let slot = i % 2;
+                    let mut host = g
+                        .staging
+                        .acquire::<C::GpuAffine>(hi - lo, g.wait)
+                        .map_err(CudaError::Pinned)?;
+                    let got = g.needed.gather(g.whole, g.all, words[i].clone(), &mut host);
+                    if got != hi - lo {
+                        return Err(CudaError::BufferTooSmall {
+                            what: "gathered points",
+                            len: got,
+                            needed: hi - lo,
+                        });
+                    }
+                    if let Some(e) = &self.used[slot] {
+                        copy.wait(e)?;
+                    }
+                    let start = self.copies.start(copy)?;
+                    upload(copy, host, &mut slots[slot], 0)
+                        .map_err(CudaError::Stream)?
+                        .release();
+                    let bytes = (hi - lo) * std::mem::size_of::<C::GpuAffine>();
+                    self.copies.end(start, copy, bytes as u64)?;
+                    let ready = copy.record()?;
+                    let chunk = ChunkOnDevice {
+                        index: i,
+                        kernels: k,
+                        stream: s,
+                        bases: &slots[slot],
+                        at: BasesAt::Host,
+                        ready: Some(&ready),
+                    };
+                    work(ws, chunk)?;
+                    self.used[slot] = Some(s.record()?);
+                }
+                Ok(())
+            }
             BaseSource::Pinned(_) | BaseSource::Pageable(_) => {
                 let mem = memory(&mut self.mem)?;
-                if mem.slots.is_none() {
-                    let ctx = msm.context();
-                    let n = mem.plan.n;
-                    mem.slots = Some([DeviceBuffer::alloc(ctx, n)?, DeviceBuffer::alloc(ctx, n)?]);
-                }
+                alloc_point_slots(mem, msm)?;
                 let BatchMemory {
                     slots, copy, ws, ..
                 } = mem;
@@ -518,7 +632,7 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
                             BaseSource::Pageable(p) => {
                                 sc.upload_slice(copy, p.get(lo..hi).ok_or(short)?, dst, 0)?
                             }
-                            BaseSource::Resident(_) => return Err(short),
+                            BaseSource::Resident(_) | BaseSource::Gathered(_) => return Err(short),
                         }
                         let bytes = (hi - lo) * std::mem::size_of::<C::GpuAffine>();
                         log.end(start, copy, bytes as u64)?;
@@ -648,6 +762,18 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
         let mem = self.mem.take().ok_or(CudaError::Chunk { chunk: 0 })?;
         Ok((MsmResults { parts: out }, mem))
     }
+}
+
+/// Allocates the two point buffers of streamed bases on first use.
+fn alloc_point_slots<C: GpuCurve>(
+    mem: &mut BatchMemory<C>,
+    msm: &CudaMsm,
+) -> Result<(), CudaError> {
+    if mem.slots.is_none() {
+        let (ctx, n) = (msm.context(), mem.plan.n);
+        mem.slots = Some([DeviceBuffer::alloc(ctx, n)?, DeviceBuffer::alloc(ctx, n)?]);
+    }
+    Ok(())
 }
 
 /// The batch's memory (present until `finish_keeping` takes it).

@@ -43,6 +43,9 @@ pub enum CudaError {
     /// Page-locked host memory could not be had (the pool's limit or timeout).
     #[error("MSM host staging: {0}")]
     Pinned(zkpipe_pinned::Error),
+    /// Points gathered for one query's variables used where they do not belong.
+    #[error("MSM: {0}")]
+    Gather(&'static str),
     /// A streamed MSM with an unusable chunk size.
     #[error("streamed MSM: a chunk of {chunk} points is not usable (must be at least 1)")]
     Chunk { chunk: usize },

@@ -36,7 +36,8 @@ pub mod testgen;
 
 pub use bases::{scalars_from_le_bytes, Bases, Point};
 pub use batch::{
-    BaseSource, BasesAt, BatchMemory, DeviceQuery, DeviceSplit, MsmBatch, MsmResults, Ticket,
+    BaseSource, BasesAt, BatchMemory, DeviceQuery, DeviceSplit, Gathered, MsmBatch, MsmResults,
+    Ticket,
 };
 pub use cpu::CpuMsm;
 pub use cuda::{CudaError, CudaMsm, DeviceBases, GpuCurve, Multiples, ScalarKind, G1, G2};

@@ -192,19 +192,98 @@ impl SplitQuery {
                     .enumerate()
                     .fold(0, |acc, (i, &b)| acc | (u32::from(b) << i));
             });
+        Ok(Self::of_words(split, words))
+    }
+
+    /// The same sum over only the selected variables whose value is not zero: its bases are
+    /// the points that must reach the device ([`SplitQuery::gather`] picks them out of the
+    /// whole query's points); the others' scalar is 0, so the sum is the same.
+    pub fn nonzero_only(&self, split: &SplitScalars) -> Result<Self, MsmError> {
+        if self.words() != split.len().div_ceil(32) {
+            return Err(MsmError::DensityLength {
+                bitmap: self.words() * 32,
+                scalars: split.len(),
+            });
+        }
+        let mut nonzero = split.ones.clone();
+        for &v in &split.tail_index {
+            nonzero[v as usize / 32] |= 1 << (v % 32);
+        }
+        let words = self
+            .density
+            .par_iter()
+            .zip(&nonzero)
+            .map(|(d, n)| d & n)
+            .collect();
+        Ok(Self::of_words(split, words))
+    }
+
+    /// The query selecting the variables whose bit is set in `words` (one word per 32
+    /// variables of `split`).
+    fn of_words(split: &SplitScalars, words: Vec<u32>) -> Self {
         let sel: Vec<u32> = words.iter().zip(&split.ones).map(|(d, o)| d & o).collect();
         let tail_selected = split
             .tail_index
             .par_iter()
             .filter(|&&v| words[v as usize / 32] >> (v % 32) & 1 == 1)
             .count();
-        Ok(Self {
+        Self {
             prefix: prefix_counts(&words),
             sel_prefix: prefix_counts(&sel),
             density: words,
             sel,
             tail_selected,
-        })
+        }
+    }
+
+    /// True when every variable `other` selects, this query selects too.
+    pub fn covers(&self, other: &SplitQuery) -> bool {
+        self.words() == other.words()
+            && self
+                .density
+                .par_iter()
+                .zip(&other.density)
+                .all(|(mine, theirs)| theirs & !mine == 0)
+    }
+
+    /// Copies into `out` the points of the variables `self` selects in bitmap words `words`,
+    /// in order, out of `all`: the points of the variables `whole` selects, numbered by their
+    /// rank in it (`whole` covers `self`, as a query covers its [`SplitQuery::nonzero_only`]).
+    /// Returns the number of points written; `out` must hold them.
+    pub(crate) fn gather<P: Copy + Send + Sync>(
+        &self,
+        whole: &SplitQuery,
+        all: &[P],
+        words: Range<usize>,
+        out: &mut [P],
+    ) -> usize {
+        /// Words a thread gathers at a time.
+        const BLOCK_WORDS: usize = 1 << 10;
+        let first = self.prefix[words.start] as usize;
+        let count = self.prefix[words.end] as usize - first;
+        let mut rest = &mut out[..count];
+        let mut pieces = Vec::with_capacity(words.len().div_ceil(BLOCK_WORDS));
+        for lo in words.clone().step_by(BLOCK_WORDS) {
+            let hi = (lo + BLOCK_WORDS).min(words.end);
+            let n = (self.prefix[hi] - self.prefix[lo]) as usize;
+            let (piece, tail) = rest.split_at_mut(n);
+            pieces.push((lo..hi, piece));
+            rest = tail;
+        }
+        pieces.into_par_iter().for_each(|(block, piece)| {
+            let mut at = 0;
+            for w in block {
+                let (mut bits, theirs) = (self.density[w], whole.density[w]);
+                let from = whole.prefix[w] as usize;
+                while bits != 0 {
+                    let below = (1u32 << bits.trailing_zeros()) - 1;
+                    piece[at] = all[from + (theirs & below).count_ones() as usize];
+                    at += 1;
+                    bits &= bits - 1;
+                }
+            }
+        });
+        count
     }
 
     /// Number of selected variables whose value is not zero: the bases the sum reads (the
@@ -370,5 +449,44 @@ mod tests {
             .filter(|&i| d.is_selected(i) && values[i] != 0)
             .count();
         assert_eq!(q.nonzero(), nonzero);
+    }
+
+    #[test]
+    fn the_nonzero_query_gathers_the_points_whose_scalar_is_not_zero() {
+        // Long enough for several blocks of words; every fourth value 0, and runs of zeros.
+        let n = 70_000;
+        let values: Vec<u64> = (0..n as u64)
+            .map(|i| match i {
+                1000..=1300 => 0,
+                _ => [0, 1, 1, i + 2][i as usize % 4],
+            })
+            .collect();
+        let s = SplitScalars::of(&z(&values)).unwrap();
+        let d = Density::from_bools((0..n).map(|i| i % 3 != 0).collect());
+        let q = SplitQuery::new(&s, &d).unwrap();
+        let nz = q.nonzero_only(&s).unwrap();
+        assert!(q.covers(&nz) && !nz.covers(&q));
+        assert_eq!(nz.selected(), q.nonzero());
+        assert_eq!((nz.ones(), nz.nonzero()), (q.ones(), q.nonzero()));
+        // A query's points, numbered by rank: point k is the k-th selected variable's index.
+        let all: Vec<usize> = (0..n).filter(|&i| d.is_selected(i)).collect();
+        let want: Vec<usize> = all.iter().copied().filter(|&i| values[i] != 0).collect();
+        let mut out = vec![usize::MAX; want.len()];
+        assert_eq!(nz.gather(&q, &all, 0..q.words(), &mut out), want.len());
+        assert_eq!(out, want);
+        // Chunk by chunk, as a batch streams them: each chunk's share, in order.
+        let mut joined = Vec::new();
+        for c in nz.chunks(&s, 1000, 1000) {
+            let mut piece = vec![usize::MAX; c.bases.len()];
+            assert_eq!(
+                nz.gather(&q, &all, c.words.clone(), &mut piece),
+                c.bases.len()
+            );
+            joined.extend(piece);
+        }
+        assert_eq!(joined, want);
+        // A split of another length is refused.
+        let short = SplitScalars::of(&z(&values[..100])).unwrap();
+        assert!(q.nonzero_only(&short).is_err());
     }
 }

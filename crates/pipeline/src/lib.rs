@@ -49,7 +49,9 @@ pub mod testgen;
 mod witness;
 
 pub use config::file::parse_bytes;
-pub use config::{Backend, Config, G2Placement, OnDeviceFailure, ProofCheck, CONFIG_MAX};
+pub use config::{
+    Backend, Config, G2Placement, OnDeviceFailure, ProofCheck, StreamedPoints, CONFIG_MAX,
+};
 pub use engine::{Engine, JobHandle, Quarantine, Randomness, Refused};
 pub use error::{DeviceFault, ProofFault, ProveError};
 pub use key::{KeyParts, PreparedVerifyingKey, ProvingKey, VerifyingKey};

@@ -12,10 +12,10 @@ use zkpipe_cuda::{DeviceBuffer, Event};
 use zkpipe_field::cast;
 use zkpipe_msm::testgen::{g1_points, g2_points, mixed, scalars};
 use zkpipe_msm::{
-    BaseSource, Bases, CpuMsm, CudaError, CudaMsm, Density, Msm, MsmError, SplitQuery,
+    BaseSource, Bases, CpuMsm, CudaError, CudaMsm, Density, Gathered, Msm, MsmError, SplitQuery,
     SplitScalars, G1, G2,
 };
-use zkpipe_pinned::PinnedBuffer;
+use zkpipe_pinned::{PinnedBuffer, PinnedPool};
 use zkpipe_stream::Pinned;
 
 use super::setup;
@@ -59,6 +59,11 @@ fn split_g1_matches_blst_resident_and_streamed() {
         let split = Arc::new(SplitScalars::of(&z).unwrap());
         let dev_split = gpu.upload_split(Arc::clone(&split)).unwrap();
         let q = queries(&gpu, &split, &d);
+        let whole = SplitQuery::new(&split, &d).unwrap();
+        let nonzero = gpu
+            .upload_query(whole.nonzero_only(&split).unwrap())
+            .unwrap();
+        let staging = PinnedPool::new(&ctx, 64 << 20);
         let resident = gpu.upload_bases::<G1>(&bases).unwrap();
         let host = PinnedBuffer::from_slice(&ctx, cast::g1_affine_as_gpu(bases.points())).unwrap();
         // Chunks smaller than the tail and the bases, and one holding everything.
@@ -79,10 +84,28 @@ fn split_g1_matches_blst_resident_and_streamed() {
                 .split(BaseSource::Pinned(Pinned::new(&host)), &dev_split, &q)
                 .unwrap();
             let copies = batch.take_copies();
+            // Only the points whose scalar is not zero, gathered from pageable memory.
+            let wait = std::time::Duration::from_secs(10);
+            let all = cast::g1_affine_as_gpu(bases.points());
+            let gathered = Gathered::new(all, &whole, &nonzero, &staging, wait).unwrap();
+            let g = batch
+                .split(BaseSource::Gathered(gathered), &dev_split, &nonzero)
+                .unwrap();
+            let gathered_copies = batch.take_copies();
             let out = batch.finish().unwrap();
+            assert_eq!(
+                out.sum(g).unwrap(),
+                want,
+                "gathered, n = {n}, chunk {chunk}"
+            );
+            let point = std::mem::size_of::<<G1 as zkpipe_msm::GpuCurve>::GpuAffine>() as u64;
+            assert_eq!(
+                gathered_copies.bytes(),
+                whole.nonzero() as u64 * point,
+                "n = {n}"
+            );
             // Every selected base crossed the link, in the time the copies were timed.
             let moved = copies.link_use(Some(&origin)).unwrap();
-            let point = std::mem::size_of::<<G1 as zkpipe_msm::GpuCurve>::GpuAffine>() as u64;
             assert_eq!(moved.bytes, d.selected() as u64 * point, "n = {n}");
             assert!(moved.busy_ms > 0.0, "n = {n}: {moved:?}");
             assert_eq!(
@@ -114,6 +137,13 @@ fn split_g2_matches_blst() {
     let q = queries(&gpu, &split, &d);
     let resident = gpu.upload_bases::<G2>(&bases).unwrap();
     let host = PinnedBuffer::from_slice(&ctx, cast::g2_affine_as_gpu(bases.points())).unwrap();
+    let whole = SplitQuery::new(&split, &d).unwrap();
+    let nonzero = gpu
+        .upload_query(whole.nonzero_only(&split).unwrap())
+        .unwrap();
+    let staging = PinnedPool::new(&ctx, 16 << 20);
+    let wait = std::time::Duration::from_secs(10);
+    let all = cast::g2_affine_as_gpu(bases.points());
     let mut batch = gpu.batch::<G2>(256).unwrap();
     let r = batch
         .split(BaseSource::Resident(&resident), &dev_split, &q)
@@ -121,18 +151,24 @@ fn split_g2_matches_blst() {
     let p = batch
         .split(BaseSource::Pinned(Pinned::new(&host)), &dev_split, &q)
         .unwrap();
+    let gathered = Gathered::new(all, &whole, &nonzero, &staging, wait).unwrap();
+    let g = batch
+        .split(BaseSource::Gathered(gathered), &dev_split, &nonzero)
+        .unwrap();
     let out = batch.finish().unwrap();
     assert_eq!(out.sum(r).unwrap(), want);
     assert_eq!(out.sum(p).unwrap(), want);
+    assert_eq!(out.sum(g).unwrap(), want, "gathered");
 }
 
 #[test]
 fn split_edge_cases_all_zero_all_one_nothing_selected() {
-    let Some((_ctx, gpu, seed)) = setup() else {
+    let Some((ctx, gpu, seed)) = setup() else {
         return;
     };
     let cpu = CpuMsm::new();
     let n = 2000;
+    let staging = PinnedPool::new(&ctx, 16 << 20);
     let cases: [(&str, Vec<Scalar>, Density); 4] = [
         ("all zero", vec![Scalar::ZERO; n], Density::all(n)),
         ("all one", vec![Scalar::ONE; n], density(n, 2, seed)),
@@ -150,11 +186,23 @@ fn split_edge_cases_all_zero_all_one_nothing_selected() {
         let dev_split = gpu.upload_split(Arc::clone(&split)).unwrap();
         let q = queries(&gpu, &split, &d);
         let resident = gpu.upload_bases::<G1>(&bases).unwrap();
+        let whole = SplitQuery::new(&split, &d).unwrap();
+        let nonzero = gpu
+            .upload_query(whole.nonzero_only(&split).unwrap())
+            .unwrap();
+        let all = cast::g1_affine_as_gpu(bases.points());
+        let wait = std::time::Duration::from_secs(10);
+        let gathered = Gathered::new(all, &whole, &nonzero, &staging, wait).unwrap();
         let mut batch = gpu.batch::<G1>(512).unwrap();
         let t = batch
             .split(BaseSource::Resident(&resident), &dev_split, &q)
             .unwrap();
-        assert_eq!(batch.finish().unwrap().sum(t).unwrap(), want, "{what}");
+        let g = batch
+            .split(BaseSource::Gathered(gathered), &dev_split, &nonzero)
+            .unwrap();
+        let out = batch.finish().unwrap();
+        assert_eq!(out.sum(t).unwrap(), want, "{what}");
+        assert_eq!(out.sum(g).unwrap(), want, "{what}, gathered");
     }
 }
 
@@ -219,7 +267,7 @@ fn chunked_dense_matches_blst_and_mixes_with_split_in_one_batch() {
 
 #[test]
 fn batch_refuses_mismatched_bases_and_bitmaps() {
-    let Some((_ctx, gpu, seed)) = setup() else {
+    let Some((ctx, gpu, seed)) = setup() else {
         return;
     };
     let n = 100;
@@ -248,6 +296,31 @@ fn batch_refuses_mismatched_bases_and_bitmaps() {
     assert!(matches!(
         gpu.batch::<G1>(8),
         Err(CudaError::Chunk { chunk: 8 })
+    ));
+    // Gathered points: for the query they were gathered for, in split MSMs only, from a
+    // query that covers it.
+    let whole = SplitQuery::new(&split, &d).unwrap();
+    let nonzero = gpu
+        .upload_query(whole.nonzero_only(&split).unwrap())
+        .unwrap();
+    let staging = PinnedPool::new(&ctx, 1 << 20);
+    let wait = std::time::Duration::from_secs(1);
+    let all = zkpipe_field::cast::g1_affine_as_gpu(bases.points());
+    let gathered = || Gathered::new(all, &whole, &nonzero, &staging, wait).unwrap();
+    assert!(matches!(
+        batch.split(BaseSource::Gathered(gathered()), &dev_split, &q),
+        Err(CudaError::Gather(_))
+    ));
+    let dev_s = DeviceBuffer::from_host(&ctx, &vec![zkpipe_field::Fr::default(); n]).unwrap();
+    let points = d.selected();
+    assert!(matches!(
+        batch.dense(BaseSource::Gathered(gathered()), &dev_s, points),
+        Err(CudaError::Gather(_))
+    ));
+    let nothing = SplitQuery::new(&split, &Density::from_bools(vec![false; n])).unwrap();
+    assert!(matches!(
+        Gathered::<G1>::new(&[], &nothing, &nonzero, &staging, wait),
+        Err(CudaError::Gather(_))
     ));
     // Nothing was enqueued by the refused calls: the batch still finishes.
     batch.finish().unwrap();

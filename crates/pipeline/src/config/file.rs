@@ -10,6 +10,7 @@
 //! vram_margin = "1GiB"
 //! pinned_witness = "36GiB"
 //! g2 = "gpu"                 # cpu or gpu
+//! streamed_points = "nonzero" # all or nonzero
 //! on_device_failure = "cpu"  # fail or cpu
 //! ```
 
@@ -113,7 +114,7 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Backend, G2Placement, OnDeviceFailure};
+    use crate::{Backend, G2Placement, OnDeviceFailure, StreamedPoints};
 
     #[test]
     fn byte_sizes_read_as_people_write_them() {
@@ -146,6 +147,7 @@ mod tests {
             vram_margin = 536870912
             pinned_witness = "36 GiB"
             g2 = "gpu"
+            streamed_points = "nonzero"
             on_device_failure = "cpu"
             "#,
         )
@@ -157,6 +159,8 @@ mod tests {
         assert_eq!(cfg.vram_margin, 512 << 20);
         assert_eq!(cfg.pinned_witness, 36 << 30);
         assert_eq!(cfg.g2, G2Placement::Gpu);
+        assert_eq!(cfg.streamed_points, StreamedPoints::Nonzero);
+        assert_eq!(Config::default().streamed_points, StreamedPoints::All);
         assert_eq!(cfg.on_device_failure, OnDeviceFailure::Cpu);
         let d = Config::default();
         assert_eq!(

@@ -28,6 +28,20 @@ pub enum G2Placement {
     Gpu,
 }
 
+/// Which of a streamed key's points of the witness queries (L, A, B) a job copies to the
+/// device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StreamedPoints {
+    /// Every point of each query, in whole chunks straight from the key's memory. Default.
+    #[default]
+    All,
+    /// Only the points of the variables whose value is not zero (the others' scalar is 0
+    /// and adds nothing), gathered chunk by chunk on the host into the device's pinned
+    /// staging memory ([`Config::pinned_per_device`]) and copied from there.
+    Nonzero,
+}
+
 /// How the engine runs. [`Config::from_file`] reads one from TOML: each field by its name.
 #[derive(Debug, Clone, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -65,6 +79,9 @@ pub struct Config {
     pub g2_threads: usize,
     /// Where the G2 MSM runs.
     pub g2: G2Placement,
+    /// Which points of the witness queries a job whose key is not resident copies to the
+    /// device.
+    pub streamed_points: StreamedPoints,
     /// Page-locked host memory the engine lends for witnesses' a, b, c and aux values
     /// ([`crate::Engine::lend_witness`], [`crate::Engine::lend_evaluations`]), allocated as first needed and
     /// reused. Each vector lent takes 32 bytes per point of the key's domain: a 2^27
@@ -135,6 +152,7 @@ config_setters! {
     with_g2_capacity => g2_capacity: usize,
     with_g2_threads => g2_threads: usize,
     with_g2 => g2: G2Placement,
+    with_streamed_points => streamed_points: StreamedPoints,
     with_pinned_witness => pinned_witness: usize,
     with_keep_key_resident => keep_key_resident: bool,
     with_key_multiples => key_multiples: usize,
@@ -168,6 +186,7 @@ impl Default for Config {
             g2_capacity: 2,
             g2_threads: 1,
             g2: G2Placement::Cpu,
+            streamed_points: StreamedPoints::All,
             pinned_witness: 0,
             keep_key_resident: true,
             key_multiples: 1,

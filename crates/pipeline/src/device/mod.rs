@@ -16,7 +16,7 @@ pub(crate) mod reclaim;
 use memory::{Kept, MemoryShape, ResidentKey, ResidentRecording};
 use reclaim::{Reclaim, ReclaimError};
 
-use crate::config::{Config, G2Placement};
+use crate::config::{Config, G2Placement, StreamedPoints};
 use crate::stats::Counters;
 use crate::ProveError;
 
@@ -36,6 +36,7 @@ pub(crate) struct DeviceShared {
     pub msm_memory: usize,
     pub pinned: PinnedPool,
     pub g2_on_gpu: bool,
+    pub streamed_points: StreamedPoints,
     pub keep_resident: bool,
     /// Copies of multiples asked for with a resident key's H points.
     pub key_multiples: u32,
@@ -63,6 +64,7 @@ pub(crate) struct DeviceSetup {
     pub margin: usize,
     pub cap: Option<usize>,
     pub g2_on_gpu: bool,
+    pub streamed_points: StreamedPoints,
     pub keep_resident: bool,
     pub key_multiples: u32,
     pub pinned_bytes: usize,
@@ -127,6 +129,7 @@ impl DeviceShared {
             msm_memory,
             pinned,
             g2_on_gpu: setup.g2_on_gpu,
+            streamed_points: setup.streamed_points,
             keep_resident: setup.keep_resident,
             key_multiples: setup.key_multiples,
             workers: setup.workers.max(1),
@@ -259,6 +262,7 @@ pub(crate) fn start_devices(cfg: &Config) -> Result<Vec<Arc<DeviceShared>>, Prov
                 margin: cfg.vram_margin,
                 cap: cfg.vram_cap,
                 g2_on_gpu: cfg.g2 == G2Placement::Gpu,
+                streamed_points: cfg.streamed_points,
                 keep_resident: cfg.keep_key_resident,
                 key_multiples: cfg.key_multiples.max(1) as u32,
                 pinned_bytes: cfg.pinned_per_device,

@@ -11,6 +11,7 @@ use zkpipe_pipeline::testgen::{random_key, random_witness, Shape, WitnessSource}
 use zkpipe_pipeline::{
     Backend, Config, Engine, G2Placement, JobMemoryUse, JobReport, KeyPlacement, LinkReport,
     OnDeviceFailure, PlanReport, ProofCheck, ProveError, ProvingKey, Randomness, Scalars,
+    StreamedPoints,
 };
 
 const MIB: usize = 1 << 20;
@@ -300,15 +301,21 @@ fn a_kept_witness_proves_as_a_given_one_in_every_plan() {
     let mut plans = Vec::new();
     // The CPU as the policy: the engine keeps each witness until its job is done (to run it
     // again on the CPU should the device fail). Caps down to the three-vector H step, pageable
-    // and lent witnesses, B2 on the GPU and on the CPU.
-    for cap in [
+    // and lent witnesses, B2 on the GPU and on the CPU, a streamed key's points all streamed
+    // or only those of nonzero values (the two alternating over the caps).
+    let caps = [
         None,
         Some(400 * MIB),
         Some(160 * MIB),
         Some(128 * MIB),
         Some(112 * MIB),
-    ] {
-        for g2 in [G2Placement::Gpu, G2Placement::Cpu] {
+    ];
+    for (i, cap) in caps.into_iter().enumerate() {
+        for (j, g2) in [G2Placement::Gpu, G2Placement::Cpu].into_iter().enumerate() {
+            let points = match (i + j) % 2 {
+                0 => StreamedPoints::All,
+                _ => StreamedPoints::Nonzero,
+            };
             let engine = Engine::start(
                 Config::default()
                     .with_proof_check(ProofCheck::Off)
@@ -316,11 +323,12 @@ fn a_kept_witness_proves_as_a_given_one_in_every_plan() {
                     .with_vram_cap(cap)
                     .with_vram_margin(0)
                     .with_g2(g2)
+                    .with_streamed_points(points)
                     .with_pinned_witness(2 * 4 * (32 << 20))
                     .with_on_device_failure(OnDeviceFailure::Cpu),
             )
             .unwrap();
-            let what = format!("cap {cap:?}, G2 on {g2:?}");
+            let what = format!("cap {cap:?}, G2 on {g2:?}, {points:?} points streamed");
             let lent = source
                 .witness_in_lent(engine.lend_witness(&key, wait).unwrap())
                 .unwrap();
@@ -329,7 +337,7 @@ fn a_kept_witness_proves_as_a_given_one_in_every_plan() {
                     Ok((proof, report)) => {
                         assert_eq!(proof.to_bytes(), want, "{what}: {:?}", report.plan);
                         assert_eq!(report.device, Some(0), "{what}");
-                        check_link(&report, &key, g2, &what);
+                        check_link(&report, &key, g2, points, &what);
                         plans.extend(report.plan);
                     }
                     Err(ProveError::TooLargeForDevice { .. }) => assert!(cap.is_some(), "{what}"),
@@ -347,8 +355,15 @@ fn a_kept_witness_proves_as_a_given_one_in_every_plan() {
 }
 
 /// A streamed key's job reports every point of its queries crossing the link (B2's when G2
-/// runs on the GPU), fewer with a nonzero scalar, in timed copies; a resident key's, none.
-fn check_link(report: &JobReport, key: &ProvingKey, g2: G2Placement, what: &str) {
+/// runs on the GPU), or only those with a nonzero scalar when that is what it streams, in
+/// timed copies; a resident key's, none.
+fn check_link(
+    report: &JobReport,
+    key: &ProvingKey,
+    g2: G2Placement,
+    points: StreamedPoints,
+    what: &str,
+) {
     let link = &report.link;
     let streamed = report.plan.map(|p| p.bases) == Some(KeyPlacement::Streamed);
     if !streamed {
@@ -360,7 +375,11 @@ fn check_link(report: &JobReport, key: &ProvingKey, g2: G2Placement, what: &str)
     let [h, l, a, b1, b2] = key.query_lens();
     let b2 = if g2 == G2Placement::Gpu { b2 } else { 0 };
     let all = ((h + l + a + b1) * g1 + b2 * g2_point) as u64;
-    assert_eq!(link.bases_bytes, all, "{what}");
+    let moved = match points {
+        StreamedPoints::All => all,
+        StreamedPoints::Nonzero => link.bases_needed_bytes,
+    };
+    assert_eq!(link.bases_bytes, moved, "{what}");
     // The witness's aux values are 0 about half the time: their points need not move.
     assert!(
         link.bases_needed_bytes < all && link.bases_needed_bytes > (h * g1) as u64,

@@ -209,7 +209,11 @@ impl GpuWorker {
         });
         let abc = source.placed(matrices);
         let mut held = self.job_memory(memory)?;
-        let staged = self.stage(job, &plan, abc, witness, &mut held.mem)?;
+        let points = match resident {
+            Some(_) => crate::StreamedPoints::All,
+            None => self.dev.streamed_points,
+        };
+        let staged = self.stage(job, &plan, abc, witness, points, &mut held.mem)?;
         let staging_ms = t.elapsed().as_secs_f64() * 1e3;
         Counters::add(&job.stats.stage_ns, t.elapsed());
         self.dev.sample(job.stats);

@@ -7,8 +7,8 @@ use group::Group;
 use zkpipe_cuda::{CopyLog, DeviceBuffer, StageClock, Timing};
 use zkpipe_field::Fr;
 use zkpipe_msm::{
-    BaseSource, Bases, BatchMemory, DeviceBases, DeviceQuery, DeviceSplit, GpuCurve, MsmResults,
-    Ticket, G1, G2,
+    BaseSource, Bases, BatchMemory, DeviceBases, DeviceQuery, DeviceSplit, Gathered, GpuCurve,
+    MsmResults, SplitQuery, Ticket, G1, G2,
 };
 
 use super::GpuWorker;
@@ -20,17 +20,30 @@ use crate::{DeviceFault, ProveError, ProvingKey};
 /// The split witness on the device: its tail and the queries' bitmaps.
 pub(super) struct StagedWitness {
     pub split: DeviceSplit,
-    /// Bitmaps of L, A and B (B1 and B2 share B's).
+    /// Bitmaps of L, A and B (B1 and B2 share B's): of the variables whose value is not
+    /// zero when `whole` is there.
     pub queries: [DeviceQuery; 3],
+    /// The whole queries, by which the key's points are numbered, when only the points of
+    /// nonzero values are streamed ([`crate::StreamedPoints::Nonzero`]).
+    pub whole: Option<[SplitQuery; 3]>,
 }
 
 impl StagedWitness {
     /// The bitmaps `q` sums over.
     pub fn query(&self, q: WitnessQuery) -> &DeviceQuery {
+        &self.queries[Self::slot(q)]
+    }
+
+    /// The whole query `q`'s points are numbered by, when only nonzero values' are streamed.
+    fn whole(&self, q: WitnessQuery) -> Option<&SplitQuery> {
+        self.whole.as_ref().map(|w| &w[Self::slot(q)])
+    }
+
+    fn slot(q: WitnessQuery) -> usize {
         match q {
-            WitnessQuery::L => &self.queries[0],
-            WitnessQuery::A => &self.queries[1],
-            WitnessQuery::B1 | WitnessQuery::B2 => &self.queries[2],
+            WitnessQuery::L => 0,
+            WitnessQuery::A => 1,
+            WitnessQuery::B1 | WitnessQuery::B2 => 2,
         }
     }
 }
@@ -180,7 +193,11 @@ impl GpuWorker {
         let mut tickets = Vec::with_capacity(3);
         for q in G1Query::ALL {
             let name = q.query().name();
-            let bases = source::<G1>(resident.map(|k| k.g1(q)), key.g1_query(q));
+            let host = key.g1_query(q);
+            let bases = match self.gathered::<G1>(witness, q.query(), host) {
+                Some(g) => g.map_err(msm_err(name))?,
+                None => source::<G1>(resident.map(|k| k.g1(q)), host),
+            };
             let t = g1
                 .split(bases, &witness.split, witness.query(q.query()))
                 .map_err(msm_err(name))?;
@@ -194,7 +211,10 @@ impl GpuWorker {
                 let q = WitnessQuery::B2;
                 let mut batch = self.side.batch_in(mem);
                 batch.time_copies();
-                let bases = source::<G2>(resident.and_then(|k| k.b_g2.as_ref()), &key.b_g2);
+                let bases = match self.gathered::<G2>(witness, q, &key.b_g2) {
+                    Some(g) => g.map_err(msm_err(q.name()))?,
+                    None => source::<G2>(resident.and_then(|k| k.b_g2.as_ref()), &key.b_g2),
+                };
                 let t = batch
                     .split(bases, &witness.split, witness.query(q))
                     .map_err(msm_err(q.name()))?;
@@ -220,6 +240,29 @@ impl GpuWorker {
             g2_mem,
             copies,
         })
+    }
+}
+
+impl GpuWorker {
+    /// Query `q`'s points `host`, of which only those of nonzero values are to be gathered
+    /// and streamed, when the witness was staged for that
+    /// ([`crate::StreamedPoints::Nonzero`]).
+    fn gathered<'a, C: GpuCurve>(
+        &'a self,
+        witness: &'a StagedWitness,
+        q: WitnessQuery,
+        host: &'a Bases<C::Affine>,
+    ) -> Option<Result<BaseSource<'a, C>, zkpipe_msm::CudaError>> {
+        let whole = witness.whole(q)?;
+        let needed = witness.query(q);
+        let g = Gathered::new(
+            C::view(host.points()),
+            whole,
+            needed,
+            &self.dev.pinned,
+            super::POOL_WAIT,
+        );
+        Some(g.map(BaseSource::Gathered))
     }
 }
 

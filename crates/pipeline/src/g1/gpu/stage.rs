@@ -26,7 +26,7 @@ use crate::g1::JobContext;
 use crate::plan::{HStep, JobPlan};
 use crate::prover::{padded, Assignment, WitnessQuery};
 use crate::stats::{Counters, Stage};
-use crate::{DeviceFault, ProveError, Scalars};
+use crate::{DeviceFault, ProveError, Scalars, StreamedPoints};
 
 /// Bytes of one scalar.
 const FR: usize = 32;
@@ -112,12 +112,16 @@ impl SplitWitness {
 impl GpuWorker {
     /// Staging, outside the lock: a, b (and c, unless the plan copies it in later from
     /// page-locked memory) go into the H step's vectors, and the split witness to the device.
+    /// With [`StreamedPoints::Nonzero`], the queries staged are their
+    /// [`SplitQuery::nonzero_only`], and the whole ones stay on the host to gather the key's
+    /// points by.
     pub(super) fn stage<'w>(
         &self,
         job: &JobContext<'_>,
         plan: &JobPlan,
         abc: Abc<'w>,
         witness: SplitWitness,
+        points: StreamedPoints,
         mem: &mut JobMemory,
     ) -> Result<Staged<'w>, ProveError> {
         let n = job.key.domain_size();
@@ -163,7 +167,19 @@ impl GpuWorker {
         let index = self.upload(job, s.tail_index(), 0)?;
         bytes += std::mem::size_of_val(s.tail_index()) as u64;
         let split = DeviceSplit::new(Arc::clone(s), tail, index).map_err(|e| self.err(e))?;
-        let [l, qa, qb] = witness.queries;
+        let (staged_queries, whole) = match points {
+            StreamedPoints::All => (witness.queries, None),
+            StreamedPoints::Nonzero => {
+                let nonzero = |q: &SplitQuery| {
+                    q.nonzero_only(s)
+                        .map_err(|source| ProveError::Msm { query: "z", source })
+                };
+                let [l, a, b] = &witness.queries;
+                let staged = [nonzero(l)?, nonzero(a)?, nonzero(b)?];
+                (staged, Some(witness.queries))
+            }
+        };
+        let [l, qa, qb] = staged_queries;
         let mut query = |q: SplitQuery| -> Result<DeviceQuery, ProveError> {
             let [d, p, s, sp] = q.bitmaps();
             bytes += [d, p, s, sp]
@@ -189,7 +205,11 @@ impl GpuWorker {
         };
         Ok(Staged {
             c: host_c,
-            witness: StagedWitness { split, queries },
+            witness: StagedWitness {
+                split,
+                queries,
+                whole,
+            },
             evaluation,
             bytes,
         })
