@@ -31,6 +31,71 @@ pub enum Kind {
     Porep,
 }
 
+/// Of each witness query's points (L, A, B), how many there are and how many have a nonzero
+/// scalar: what a job with a streamed key moves with `--streamed-points nonzero` against all.
+#[derive(Debug, Clone, Copy, Default)]
+struct NonzeroPoints {
+    points: [usize; 3],
+    nonzero: [usize; 3],
+}
+
+impl NonzeroPoints {
+    const QUERIES: [&'static str; 3] = ["L", "A", "B"];
+
+    fn of(w: &zkpipe_pipeline::Witness) -> Self {
+        use rayon::prelude::*;
+        let aux = w.aux.as_fr();
+        let zero = Fr::default();
+        let inputs_nonzero = |d: Option<&zkpipe_msm::Density>| {
+            w.input
+                .iter()
+                .enumerate()
+                .filter(|&(i, v)| {
+                    d.is_none_or(|d| d.is_selected(i)) && !bool::from(ff::Field::is_zero(v))
+                })
+                .count()
+        };
+        let count = |d: Option<&zkpipe_msm::Density>| {
+            aux.par_iter()
+                .enumerate()
+                .filter(|&(i, _)| d.is_none_or(|d| d.is_selected(i)))
+                .map(|(_, v)| (1usize, usize::from(*v != zero)))
+                .reduce(|| (0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+        };
+        let (l, l_nz) = count(None);
+        let (a, a_nz) = count(Some(&w.a_aux_density));
+        let (b, b_nz) = count(Some(&w.b_aux_density));
+        let b_inputs = w.b_input_density.selected();
+        Self {
+            points: [l, w.input.len() + a, b_inputs + b],
+            nonzero: [
+                l_nz,
+                inputs_nonzero(None) + a_nz,
+                inputs_nonzero(Some(&w.b_input_density)) + b_nz,
+            ],
+        }
+    }
+
+    fn words(&self) -> String {
+        let each: Vec<String> = (0..3)
+            .map(|q| {
+                format!(
+                    "{} {} of {} ({:.1}%)",
+                    Self::QUERIES[q],
+                    self.nonzero[q],
+                    self.points[q],
+                    100.0 * self.nonzero[q] as f64 / self.points[q].max(1) as f64
+                )
+            })
+            .collect();
+        each.join(", ")
+    }
+
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!({ "points": self.points, "nonzero": self.nonzero })
+    }
+}
+
 fn seconds<T>(f: impl FnOnce() -> T) -> (f64, T) {
     let t = Instant::now();
     let out = f();
@@ -108,9 +173,17 @@ fn compare<C: Circuit<Scalar> + Clone + Send>(
     let mut parted = Vec::new();
     // The most resident memory making a witness by challenge added (its aux values included).
     let mut parted_peak = 0u64;
+    let mut nonzero = NonzeroPoints::default();
     for i in 0..=runs {
         let (f_ms, want) = seconds(|| synthesize(circuit.clone()));
         let want = want?;
+        if i == 0 {
+            nonzero = NonzeroPoints::of(&want);
+            eprintln!(
+                "{name}: points of the witness queries with a nonzero scalar: {}",
+                nonzero.words()
+            );
+        }
         let (r_ms, got) =
             seconds(|| synthesize_recorded(circuit.clone(), &rec, Default::default()));
         let got = got?;
@@ -192,11 +265,12 @@ fn compare<C: Circuit<Scalar> + Clone + Send>(
     let shape = rec.shape();
     let nnz: usize = rec.matrices().iter().map(|m| m.nonzeros()).sum();
     let table = format!(
-        "\nSynthesis of {name}: {} constraints, {} aux, {nnz} nonzeros, {} distinct coefficients; recorded once in {record_ms:.0} ms ({:.1} MiB); median of {runs} on {} threads, witnesses equal (the recorded path: the witness alone, then a, b, c evaluated on the host; the engine evaluates them on the device instead){peak_text}:\n| full ms | witness alone ms | witness by parts, all cores ms | host evaluation ms | full / (fastest witness + evaluation) | full / fastest witness |\n| --- | --- | --- | --- | --- | --- |\n| {full_ms:.0} | {witness_ms:.0} | {parted_text} | {eval_ms:.0} | {:.2}x | {:.2}x |\n",
+        "\nSynthesis of {name}: {} constraints, {} aux, {nnz} nonzeros, {} distinct coefficients; recorded once in {record_ms:.0} ms ({:.1} MiB); points of the witness queries with a nonzero scalar: {}; median of {runs} on {} threads, witnesses equal (the recorded path: the witness alone, then a, b, c evaluated on the host; the engine evaluates them on the device instead){peak_text}:\n| full ms | witness alone ms | witness by parts, all cores ms | host evaluation ms | full / (fastest witness + evaluation) | full / fastest witness |\n| --- | --- | --- | --- | --- | --- |\n| {full_ms:.0} | {witness_ms:.0} | {parted_text} | {eval_ms:.0} | {:.2}x | {:.2}x |\n",
         shape.constraints,
         shape.aux,
         rec.table().len(),
         rec.bytes() as f64 / (1u64 << 20) as f64,
+        nonzero.words(),
         rayon::current_num_threads(),
         full_ms / recorded_ms,
         full_ms / parted_ms.unwrap_or(witness_ms),
@@ -208,6 +282,7 @@ fn compare<C: Circuit<Scalar> + Clone + Send>(
             "record_ms": record_ms, "full_ms": full_ms, "witness_ms": witness_ms, "recorded_ms": recorded_ms,
             "evaluation_ms": eval_ms, "recording_bytes": rec.bytes(), "witness_by_parts_ms": parted_ms,
             "witness_by_parts_peak_added_bytes": parted_ms.map(|_| parted_peak),
+            "nonzero_points": nonzero.json(),
         }),
     })
 }
