@@ -26,6 +26,10 @@ use crate::{Bases, MsmError, SplitQuery, SplitScalars};
 /// Groups the partial sums of the ones are folded into before they are read back.
 const ONES_GROUPS: usize = 256;
 
+/// Bytes of points gathered into one pinned buffer at a time: a chunk's points cross the link
+/// in pieces of about this size, the host gathering the next while the link copies one.
+const GATHER_PIECE_BYTES: usize = 64 << 20;
+
 /// Where a batch's bases are while its kernels read them, for sizing its device memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BasesAt {
@@ -60,6 +64,8 @@ pub struct Gathered<'a, C: GpuCurve> {
     needed: &'a SplitQuery,
     staging: &'a PinnedPool,
     wait: Duration,
+    /// Points gathered into one pinned buffer at a time.
+    piece_points: usize,
 }
 
 impl<'a, C: GpuCurve> Gathered<'a, C> {
@@ -91,7 +97,17 @@ impl<'a, C: GpuCurve> Gathered<'a, C> {
             needed: needed.host(),
             staging,
             wait,
+            piece_points: GATHER_PIECE_BYTES / std::mem::size_of::<C::GpuAffine>().max(1),
         })
+    }
+
+    /// The same, gathering at most `points` points (at least 32) into a pinned buffer at a
+    /// time (by default about 64 MiB of them).
+    pub fn in_pieces_of(self, points: usize) -> Self {
+        Self {
+            piece_points: points.max(32),
+            ..self
+        }
     }
 }
 
@@ -565,29 +581,41 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
                     slots, copy, ws, ..
                 } = mem;
                 let slots = slots.as_mut().ok_or(CudaError::Chunk { chunk: 0 })?;
+                let point = std::mem::size_of::<C::GpuAffine>();
                 for (i, &(lo, hi)) in chunks.iter().enumerate() {
                     let slot = i % 2;
-                    let mut host = g
-                        .staging
-                        .acquire::<C::GpuAffine>(hi - lo, g.wait)
-                        .map_err(CudaError::Pinned)?;
-                    let got = g.needed.gather(g.whole, g.all, words[i].clone(), &mut host);
-                    if got != hi - lo {
-                        return Err(CudaError::BufferTooSmall {
-                            what: "gathered points",
-                            len: got,
-                            needed: hi - lo,
-                        });
-                    }
                     if let Some(e) = &self.used[slot] {
                         copy.wait(e)?;
                     }
-                    let start = self.copies.start(copy)?;
-                    upload(copy, host, &mut slots[slot], 0)
-                        .map_err(CudaError::Stream)?
-                        .release();
-                    let bytes = (hi - lo) * std::mem::size_of::<C::GpuAffine>();
-                    self.copies.end(start, copy, bytes as u64)?;
+                    // In pieces: the host gathers the next while the link copies this one.
+                    let mut at = 0;
+                    for piece in g.needed.pieces(words[i].clone(), g.piece_points) {
+                        let mut host = g
+                            .staging
+                            .acquire::<C::GpuAffine>(piece.points, g.wait)
+                            .map_err(CudaError::Pinned)?;
+                        let got = g.needed.gather(g.whole, g.all, piece.words, &mut host);
+                        if got != piece.points || lo + at + got > hi {
+                            return Err(CudaError::BufferTooSmall {
+                                what: "gathered points",
+                                len: lo + at + got,
+                                needed: hi,
+                            });
+                        }
+                        let start = self.copies.start(copy)?;
+                        upload(copy, host, &mut slots[slot], at)
+                            .map_err(CudaError::Stream)?
+                            .release();
+                        self.copies.end(start, copy, (got * point) as u64)?;
+                        at += got;
+                    }
+                    if lo + at != hi {
+                        return Err(CudaError::BufferTooSmall {
+                            what: "gathered points",
+                            len: lo + at,
+                            needed: hi,
+                        });
+                    }
                     let ready = copy.record()?;
                     let chunk = ChunkOnDevice {
                         index: i,

@@ -164,6 +164,13 @@ fn prefix_counts(words: &[u32]) -> Vec<u32> {
     out
 }
 
+/// A run of bitmap words and the number of variables a query selects in them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct WordPiece {
+    pub words: Range<usize>,
+    pub points: usize,
+}
+
 /// What one chunk of a split MSM covers: words of the bitmaps, the ranks of their selected
 /// variables (the bases), and their tail entries.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -244,6 +251,29 @@ impl SplitQuery {
                 .par_iter()
                 .zip(&other.density)
                 .all(|(mine, theirs)| theirs & !mine == 0)
+    }
+
+    /// `words` cut into consecutive runs of whole words, each selecting at most `max_points`
+    /// variables (at least 32: a word's worth); runs that select nothing are left out.
+    pub(crate) fn pieces(&self, words: Range<usize>, max_points: usize) -> Vec<WordPiece> {
+        let max = max_points.max(32) as u32;
+        let mut out = Vec::new();
+        let mut lo = words.start;
+        while lo < words.end {
+            // The furthest word end such that the run from lo selects at most max.
+            let limit = self.prefix[lo].saturating_add(max);
+            let upto = self.prefix[lo + 1..=words.end].partition_point(|&p| p <= limit);
+            let hi = lo + upto.max(1);
+            let points = (self.prefix[hi] - self.prefix[lo]) as usize;
+            if points > 0 {
+                out.push(WordPiece {
+                    words: lo..hi,
+                    points,
+                });
+            }
+            lo = hi;
+        }
+        out
     }
 
     /// Copies into `out` the points of the variables `self` selects in bitmap words `words`,
@@ -474,17 +504,27 @@ mod tests {
         let mut out = vec![usize::MAX; want.len()];
         assert_eq!(nz.gather(&q, &all, 0..q.words(), &mut out), want.len());
         assert_eq!(out, want);
-        // Chunk by chunk, as a batch streams them: each chunk's share, in order.
+        // Chunk by chunk and piece by piece, as a batch streams them: each one's share, in
+        // order, the pieces within their bound.
         let mut joined = Vec::new();
         for c in nz.chunks(&s, 1000, 1000) {
-            let mut piece = vec![usize::MAX; c.bases.len()];
+            let pieces = nz.pieces(c.words.clone(), 100);
+            assert!(pieces.iter().all(|p| p.points <= 100 && p.points > 0));
             assert_eq!(
-                nz.gather(&q, &all, c.words.clone(), &mut piece),
+                pieces.iter().map(|p| p.points).sum::<usize>(),
                 c.bases.len()
             );
-            joined.extend(piece);
+            for p in pieces {
+                let mut piece = vec![usize::MAX; p.points];
+                assert_eq!(nz.gather(&q, &all, p.words, &mut piece), p.points);
+                joined.extend(piece);
+            }
         }
         assert_eq!(joined, want);
+        // A bound below a word's worth counts as 32; runs selecting nothing have no piece
+        // (variables 1000 to 1300 are all 0).
+        assert!(nz.pieces(0..q.words(), 1).iter().all(|p| p.points <= 32));
+        assert!(nz.pieces(32..40, 1000).is_empty());
         // A split of another length is refused.
         let short = SplitScalars::of(&z(&values[..100])).unwrap();
         assert!(q.nonzero_only(&short).is_err());

@@ -87,7 +87,10 @@ fn split_g1_matches_blst_resident_and_streamed() {
             // Only the points whose scalar is not zero, gathered from pageable memory.
             let wait = std::time::Duration::from_secs(10);
             let all = cast::g1_affine_as_gpu(bases.points());
-            let gathered = Gathered::new(all, &whole, &nonzero, &staging, wait).unwrap();
+            // In pieces of 100 points at most: several a chunk but for the smallest.
+            let gathered = Gathered::new(all, &whole, &nonzero, &staging, wait)
+                .unwrap()
+                .in_pieces_of(100);
             let g = batch
                 .split(BaseSource::Gathered(gathered), &dev_split, &nonzero)
                 .unwrap();
