@@ -892,7 +892,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         );
         if engine.on_gpu() {
             println!(
-                "uploads {:.2} GB at {:.1} GB/s through {:.2} GiB of pinned staging; VRAM high-water {:.2} GiB measured, {:.2} GiB granted by the budget; key {}{}",
+                "witness staged {:.2} GB at {:.1} GB/s through {:.2} GiB of pinned staging; VRAM high-water {:.2} GiB measured, {:.2} GiB granted by the budget; key {}{}",
                 st.uploaded_bytes as f64 / 1e9,
                 st.upload_gbps,
                 st.pinned_high_water as f64 / GIB,

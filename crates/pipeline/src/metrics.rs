@@ -43,8 +43,20 @@ pub(crate) fn render(st: &EngineStats, queued: u64, stages: &StageHistograms) ->
     metric(
         "zkpipe_upload_bytes_total",
         "counter",
-        "Bytes copied to the devices.",
+        "Bytes of witness staged on the devices (streamed key points not counted).",
         &plain(st.uploaded_bytes as f64),
+    );
+    metric(
+        "zkpipe_bases_streamed_bytes_total",
+        "counter",
+        "Bytes of key points streamed to the devices during MSMs (keys not resident).",
+        &plain(st.bases_streamed_bytes as f64),
+    );
+    metric(
+        "zkpipe_link_busy_seconds_total",
+        "counter",
+        "Device seconds during which a copy of streamed key points ran (jobs added up).",
+        &plain(st.link_busy_ms / 1e3),
     );
     metric(
         "zkpipe_upload_gbps",
@@ -132,6 +144,8 @@ mod tests {
         h.observe(&[t(Stage::HStep, 20000.0)], 0.0);
         let st = EngineStats {
             moved_off_quarantined: 3,
+            bases_streamed_bytes: 46_000_000_000,
+            link_busy_ms: 1500.0,
             ..EngineStats::default()
         };
         let text = render(&st, 2, &h);
@@ -142,6 +156,8 @@ mod tests {
         assert!(text.contains("zkpipe_stage_device_ms_count{stage=\"job\"} 1\n"));
         assert!(text.contains("zkpipe_queue_depth 2\n"));
         assert!(text.contains("zkpipe_jobs_moved_off_quarantined_total 3\n"));
+        assert!(text.contains("zkpipe_bases_streamed_bytes_total 46000000000\n"));
+        assert!(text.contains("zkpipe_link_busy_seconds_total 1.5\n"));
         // Every sample line is `name{labels} value` with a number for the value.
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let (name, value) = line.rsplit_once(' ').expect("a sample has a value");

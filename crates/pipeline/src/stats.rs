@@ -27,6 +27,8 @@ pub(crate) struct Counters {
     pub lock_ns: AtomicU64,
     pub upload_bytes: AtomicU64,
     pub upload_ns: AtomicU64,
+    pub bases_bytes: AtomicU64,
+    pub link_busy_ns: AtomicU64,
     pub vram_peak: AtomicUsize,
     pub key_pinned_bytes: AtomicU64,
     pub key_h_copies: AtomicUsize,
@@ -65,6 +67,8 @@ impl Counters {
             staging_ms: ms(&self.stage_ns),
             gpu_lock_ms: ms(&self.lock_ns),
             uploaded_bytes: bytes,
+            bases_streamed_bytes: self.bases_bytes.load(Ordering::Relaxed),
+            link_busy_ms: ms(&self.link_busy_ns),
             upload_gbps: if up_ms > 0.0 {
                 bytes as f64 / up_ms / 1e6
             } else {
@@ -315,10 +319,15 @@ pub struct EngineStats {
     pub staging_ms: f64,
     /// Time the GPU lock was held (ms).
     pub gpu_lock_ms: f64,
-    /// Bytes copied host to device for jobs (bases of resident keys not counted).
+    /// Bytes of witness staged on the devices for jobs (streamed key points are in
+    /// `bases_streamed_bytes`).
     pub uploaded_bytes: u64,
     /// Host-to-device rate of those copies (GB/s).
     pub upload_gbps: f64,
+    /// Bytes of key points streamed to the devices during MSMs ([`JobReport::link`]).
+    pub bases_streamed_bytes: u64,
+    /// Device milliseconds during which copies of those points ran (jobs added up).
+    pub link_busy_ms: f64,
     /// The most device memory seen in use by the engine (bytes above what was in use when it
     /// started), measured with cuMemGetInfo while jobs held their buffers.
     pub vram_high_water: usize,

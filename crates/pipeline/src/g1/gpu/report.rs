@@ -19,6 +19,10 @@ pub(super) fn record(stats: &Counters, r: &JobReport) {
     let msm_ms = r.device_span_ms - h_ms;
     Counters::add_ms(&stats.h_gpu_ns, h_ms);
     Counters::add_ms(&stats.msm_gpu_ns, msm_ms);
+    stats
+        .bases_bytes
+        .fetch_add(r.link.bases_bytes, std::sync::atomic::Ordering::Relaxed);
+    Counters::add_ms(&stats.link_busy_ns, r.link.bases_busy_ms);
     stats.stages.observe(&r.device_ms, r.device_span_ms);
     let span = tracing::Span::current();
     span.record("upload_bytes", r.uploaded_bytes);
