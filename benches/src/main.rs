@@ -16,6 +16,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod check;
+mod gather;
 mod load;
 mod memory;
 mod msm;
@@ -53,6 +54,16 @@ enum Command {
         /// The partition's proving time the check is compared with (ms).
         #[arg(long, default_value_t = 1260.0)]
         partition_ms: f64,
+    },
+    /// The host's gather of the key points whose scalar is not zero (`--streamed-points
+    /// nonzero`), by size, against the link it feeds.
+    Gather {
+        /// log2 of the numbers of points.
+        #[arg(long, value_delimiter = ',', default_values_t = vec![20, 22, 24])]
+        sizes: Vec<u32>,
+        /// Timed runs per figure (the median is reported).
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
     },
     /// PCIe bandwidth by memory kind and size, and copy/kernel overlap.
     Pcie {
@@ -288,6 +299,7 @@ fn main() -> ExitCode {
             partition_ms,
         } => check::run(&inputs, runs, partition_ms),
         Command::Load { ptx } => load::run(ptx),
+        Command::Gather { sizes, runs } => gather::run(&sizes, runs),
         Command::Synthesis {
             circuit,
             size,

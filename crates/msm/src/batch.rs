@@ -594,7 +594,7 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
                             .staging
                             .acquire::<C::GpuAffine>(piece.points, g.wait)
                             .map_err(CudaError::Pinned)?;
-                        let got = g.needed.gather(g.whole, g.all, piece.words, &mut host);
+                        let got = g.needed.gather(g.whole, g.all, piece.words, &mut host)?;
                         if got != piece.points || lo + at + got > hi {
                             return Err(CudaError::BufferTooSmall {
                                 what: "gathered points",

@@ -44,7 +44,7 @@ pub use cuda::{CudaError, CudaMsm, DeviceBases, GpuCurve, Multiples, ScalarKind,
 pub use density::Density;
 pub use kernels::{MsmTuning, TaskSplit};
 pub use pippenger::{window_bits, windows, DIGIT_BITS, WINDOW_BITS};
-pub use split::{SplitQuery, SplitScalars};
+pub use split::{SplitQuery, SplitScalars, WordPiece};
 pub use streamed::StreamOptions;
 
 use blstrs::Scalar;
@@ -77,6 +77,13 @@ pub enum MsmError {
     /// An assignment too long for 32-bit variable indices.
     #[error("MSM: {len} variables; a split MSM numbers them with 32 bits (at most 2^32 - 1)")]
     TooManyVariables { len: usize },
+    /// Points gathered for a query that do not fit where they go ([`SplitQuery::gather`]).
+    #[error("MSM gather: {what} {got}, where there is room for {room}")]
+    Gather {
+        what: &'static str,
+        got: usize,
+        room: usize,
+    },
     /// A base point outside the prime-order subgroup.
     #[error("MSM: base {index} is not in the prime-order subgroup")]
     NotInSubgroup { index: usize },

@@ -166,7 +166,7 @@ fn prefix_counts(words: &[u32]) -> Vec<u32> {
 
 /// A run of bitmap words and the number of variables a query selects in them.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct WordPiece {
+pub struct WordPiece {
     pub words: Range<usize>,
     pub points: usize,
 }
@@ -255,7 +255,7 @@ impl SplitQuery {
 
     /// `words` cut into consecutive runs of whole words, each selecting at most `max_points`
     /// variables (at least 32: a word's worth); runs that select nothing are left out.
-    pub(crate) fn pieces(&self, words: Range<usize>, max_points: usize) -> Vec<WordPiece> {
+    pub fn pieces(&self, words: Range<usize>, max_points: usize) -> Vec<WordPiece> {
         let max = max_points.max(32) as u32;
         let mut out = Vec::new();
         let mut lo = words.start;
@@ -279,18 +279,45 @@ impl SplitQuery {
     /// Copies into `out` the points of the variables `self` selects in bitmap words `words`,
     /// in order, out of `all`: the points of the variables `whole` selects, numbered by their
     /// rank in it (`whole` covers `self`, as a query covers its [`SplitQuery::nonzero_only`]).
-    /// Returns the number of points written; `out` must hold them.
-    pub(crate) fn gather<P: Copy + Send + Sync>(
+    /// Returns the number of points written; an error, with `out` partly written, when the
+    /// queries, `all`, `words` or `out` do not fit together.
+    pub fn gather<P: Copy + Send + Sync>(
         &self,
         whole: &SplitQuery,
         all: &[P],
         words: Range<usize>,
         out: &mut [P],
-    ) -> usize {
+    ) -> Result<usize, MsmError> {
         /// Words a thread gathers at a time.
         const BLOCK_WORDS: usize = 1 << 10;
+        if whole.words() != self.words() {
+            return Err(MsmError::DensityLength {
+                bitmap: self.words() * 32,
+                scalars: whole.words() * 32,
+            });
+        }
+        if all.len() != whole.selected() {
+            return Err(MsmError::DensityCount {
+                selected: whole.selected(),
+                bases: all.len(),
+            });
+        }
+        if words.start > words.end || words.end > self.words() {
+            return Err(MsmError::Gather {
+                what: "bitmap words",
+                got: words.end,
+                room: self.words(),
+            });
+        }
         let first = self.prefix[words.start] as usize;
         let count = self.prefix[words.end] as usize - first;
+        if out.len() < count {
+            return Err(MsmError::Gather {
+                what: "points to gather",
+                got: count,
+                room: out.len(),
+            });
+        }
         let mut rest = &mut out[..count];
         let mut pieces = Vec::with_capacity(words.len().div_ceil(BLOCK_WORDS));
         for lo in words.clone().step_by(BLOCK_WORDS) {
@@ -300,10 +327,17 @@ impl SplitQuery {
             pieces.push((lo..hi, piece));
             rest = tail;
         }
-        pieces.into_par_iter().for_each(|(block, piece)| {
+        pieces.into_par_iter().try_for_each(|(block, piece)| {
             let mut at = 0;
             for w in block {
                 let (mut bits, theirs) = (self.density[w], whole.density[w]);
+                if bits & !theirs != 0 {
+                    return Err(MsmError::Gather {
+                        what: "variables the whole query does not select, in word",
+                        got: w,
+                        room: whole.words(),
+                    });
+                }
                 let from = whole.prefix[w] as usize;
                 while bits != 0 {
                     let below = (1u32 << bits.trailing_zeros()) - 1;
@@ -312,8 +346,9 @@ impl SplitQuery {
                     bits &= bits - 1;
                 }
             }
-        });
-        count
+            Ok(())
+        })?;
+        Ok(count)
     }
 
     /// Number of selected variables whose value is not zero: the bases the sum reads (the
@@ -502,7 +537,10 @@ mod tests {
         let all: Vec<usize> = (0..n).filter(|&i| d.is_selected(i)).collect();
         let want: Vec<usize> = all.iter().copied().filter(|&i| values[i] != 0).collect();
         let mut out = vec![usize::MAX; want.len()];
-        assert_eq!(nz.gather(&q, &all, 0..q.words(), &mut out), want.len());
+        assert_eq!(
+            nz.gather(&q, &all, 0..q.words(), &mut out).unwrap(),
+            want.len()
+        );
         assert_eq!(out, want);
         // Chunk by chunk and piece by piece, as a batch streams them: each one's share, in
         // order, the pieces within their bound.
@@ -516,7 +554,7 @@ mod tests {
             );
             for p in pieces {
                 let mut piece = vec![usize::MAX; p.points];
-                assert_eq!(nz.gather(&q, &all, p.words, &mut piece), p.points);
+                assert_eq!(nz.gather(&q, &all, p.words, &mut piece).unwrap(), p.points);
                 joined.extend(piece);
             }
         }
@@ -525,8 +563,29 @@ mod tests {
         // (variables 1000 to 1300 are all 0).
         assert!(nz.pieces(0..q.words(), 1).iter().all(|p| p.points <= 32));
         assert!(nz.pieces(32..40, 1000).is_empty());
-        // A split of another length is refused.
+        // A split of another length is refused; so are points, words, room or a query that
+        // do not fit together, with nothing read out of bounds.
         let short = SplitScalars::of(&z(&values[..100])).unwrap();
         assert!(q.nonzero_only(&short).is_err());
+        let mut room = vec![0usize; want.len()];
+        let words = 0..q.words();
+        assert!(matches!(
+            nz.gather(&q, &all[1..], words.clone(), &mut room),
+            Err(MsmError::DensityCount { .. })
+        ));
+        assert!(matches!(
+            nz.gather(&q, &all, 0..q.words() + 1, &mut room),
+            Err(MsmError::Gather { .. })
+        ));
+        assert!(matches!(
+            nz.gather(&q, &all, words.clone(), &mut room[1..]),
+            Err(MsmError::Gather { .. })
+        ));
+        // The whole query the other way round: it selects variables the nonzero one lacks.
+        let nz_all: Vec<usize> = all.iter().copied().filter(|&i| values[i] != 0).collect();
+        assert!(matches!(
+            q.gather(&nz, &nz_all, words, &mut vec![0; all.len()]),
+            Err(MsmError::Gather { .. })
+        ));
     }
 }
