@@ -53,7 +53,11 @@ pub fn run(sizes: &[u32], runs: usize) -> BenchResult<Report> {
             Ok(t.elapsed().as_secs_f64() * 1e3)
         };
         once()?;
-        let ms = median((0..runs.max(1)).map(|_| once()).collect::<BenchResult<_>>()?);
+        let ms = median(
+            (0..runs.max(1))
+                .map(|_| once())
+                .collect::<BenchResult<_>>()?,
+        );
         let bytes = (needed.selected() * std::mem::size_of::<Point>()) as f64;
         let (written, moved) = (bytes / ms / 1e6, 2.0 * bytes / ms / 1e6);
         table.push_str(&format!(
