@@ -375,8 +375,12 @@ impl Partition {
         if l.bases_bytes == 0 {
             return format!("{witness}, key resident");
         }
+        let gathered = match l.gather_ms {
+            ms if ms > 0.0 => format!(", gathered on the host in {ms:.0} ms"),
+            _ => String::new(),
+        };
         format!(
-            "{witness}, key points {:.2} GB streamed ({:.2} GB with a nonzero scalar), the link busy {:.0} ms of them ({:.0}% of the device time)",
+            "{witness}, key points {:.2} GB streamed ({:.2} GB with a nonzero scalar{gathered}), the link busy {:.0} ms of them ({:.0}% of the device time)",
             l.bases_bytes as f64 / 1e9,
             l.bases_needed_bytes as f64 / 1e9,
             l.bases_busy_ms,
@@ -399,6 +403,7 @@ impl Partition {
             "bases_needed_bytes": self.report.link.bases_needed_bytes,
             "bases_busy_ms": self.report.link.bases_busy_ms,
             "bases_busy_share": self.report.link.busy_share(self.report.device_span_ms),
+            "gather_ms": self.report.link.gather_ms,
             "done_s": self.done_s, "rss_bytes": self.rss, "vram_high_water_bytes": self.vram_high_water,
         })
     }
@@ -418,6 +423,8 @@ struct LinkFloor {
     /// The device time of a partition (ms) and the share of it the link was busy.
     device_ms: f64,
     busy_share: f64,
+    /// Host milliseconds gathering the points of nonzero values (0 when all are streamed).
+    gather_ms: f64,
 }
 
 impl LinkFloor {
@@ -439,6 +446,7 @@ impl LinkFloor {
             gbps: med(&|r| r.link.busy_gbps().unwrap_or(0.0)),
             device_ms: med(&|r| r.device_span_ms),
             busy_share: med(&|r| r.link.busy_share(r.device_span_ms)),
+            gather_ms: med(&|r| r.link.gather_ms),
         })
     }
 
@@ -448,8 +456,12 @@ impl LinkFloor {
     }
 
     fn line(&self) -> String {
+        let gathered = match self.gather_ms {
+            ms if ms > 0.0 => format!(" (gathered on the host in {ms:.0} ms)"),
+            _ => String::new(),
+        };
         format!(
-            "link per partition (medians): key points {:.2} GB streamed at {:.1} GB/s while busy, the link busy {:.0}% of the {:.1} ms of device time; witness {:.2} GB staged; floor at that rate {:.0} ms (points and witness), {:.0} ms moving only the points with a nonzero scalar ({:.2} GB)",
+            "link per partition (medians): key points {:.2} GB streamed{gathered} at {:.1} GB/s while busy, the link busy {:.0}% of the {:.1} ms of device time; witness {:.2} GB staged; floor at that rate {:.0} ms (points and witness), {:.0} ms moving only the points with a nonzero scalar ({:.2} GB)",
             self.bases / 1e9,
             self.gbps,
             100.0 * self.busy_share,
@@ -468,6 +480,7 @@ impl LinkFloor {
             "busy_share": self.busy_share, "device_ms": self.device_ms,
             "floor_ms": self.ms(self.bases + self.witness),
             "floor_needed_ms": self.ms(self.needed + self.witness),
+            "gather_ms": self.gather_ms,
         })
     }
 }
@@ -943,6 +956,7 @@ mod tests {
                 bases_bytes: bytes,
                 bases_needed_bytes: bytes / 2,
                 bases_busy_ms: busy_ms,
+                gather_ms: 0.0,
             };
             p
         };

@@ -261,6 +261,8 @@ pub struct MsmBatch<'m, C: GpuCurve> {
     pending: Vec<Pending<C::Jacobian>>,
     /// The streamed bases' copies (bytes always; times when asked for).
     copies: CopyLog,
+    /// Host time spent gathering points ([`BaseSource::Gathered`]).
+    gathering: Duration,
 }
 
 impl CudaMsm {
@@ -313,6 +315,7 @@ impl CudaMsm {
             ones_threads: ones_threads(self),
             pending: Vec::new(),
             copies: CopyLog::off(),
+            gathering: Duration::ZERO,
         }
     }
 
@@ -379,6 +382,12 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
     /// The copies of streamed bases enqueued so far (read their times once they are done).
     pub fn take_copies(&mut self) -> CopyLog {
         std::mem::replace(&mut self.copies, CopyLog::off())
+    }
+
+    /// The host time spent so far gathering points ([`BaseSource::Gathered`]), and none
+    /// after.
+    pub fn take_gathering(&mut self) -> Duration {
+        std::mem::take(&mut self.gathering)
     }
 
     /// Enqueues the sum over i < n of `scalars[i] · bases[i]` (the scalars on the device, canonical,
@@ -594,7 +603,9 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
                             .staging
                             .acquire::<C::GpuAffine>(piece.points, g.wait)
                             .map_err(CudaError::Pinned)?;
+                        let t = std::time::Instant::now();
                         let got = g.needed.gather(g.whole, g.all, piece.words, &mut host)?;
+                        self.gathering += t.elapsed();
                         if got != piece.points || lo + at + got > hi {
                             return Err(CudaError::BufferTooSmall {
                                 what: "gathered points",

@@ -151,6 +151,9 @@ pub struct LinkReport {
     /// Device milliseconds, within the job's span, during which a copy of its points ran
     /// (copies on both MSM streams at once count once).
     pub bases_busy_ms: f64,
+    /// Host milliseconds spent gathering the points of nonzero values into pinned memory
+    /// before their copies ([`crate::StreamedPoints::Nonzero`]; 0 otherwise).
+    pub gather_ms: f64,
 }
 
 impl LinkReport {
@@ -466,6 +469,7 @@ mod tests {
             bases_bytes: 11_000_000_000,
             bases_needed_bytes: 6_000_000_000,
             bases_busy_ms: 200.0,
+            gather_ms: 0.0,
         };
         assert_eq!(link.busy_share(800.0), 0.25);
         assert_eq!(link.busy_gbps(), Some(55.0));

@@ -380,6 +380,12 @@ fn check_link(
         StreamedPoints::Nonzero => link.bases_needed_bytes,
     };
     assert_eq!(link.bases_bytes, moved, "{what}");
+    // The host gathers only when it streams the points of nonzero values.
+    assert_eq!(
+        link.gather_ms > 0.0,
+        points == StreamedPoints::Nonzero,
+        "{what}: {link:?}"
+    );
     // The witness's aux values are 0 about half the time: their points need not move.
     assert!(
         link.bases_needed_bytes < all && link.bases_needed_bytes > (h * g1) as u64,

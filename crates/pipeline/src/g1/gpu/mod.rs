@@ -254,6 +254,7 @@ impl GpuWorker {
             bases_bytes: moved.bytes,
             bases_needed_bytes: needed,
             bases_busy_ms: moved.busy_ms,
+            gather_ms: sums.gathering.as_secs_f64() * 1e3,
         };
         if let Some(top) = top {
             let top = top.wait().map_err(|e| self.err(e))?;

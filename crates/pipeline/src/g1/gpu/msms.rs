@@ -2,6 +2,8 @@
 //! another beside it, each enqueued by its own thread in the job's batch memory, waited for once
 //! and summed on the host after the GPU lock is let go.
 
+use std::time::Duration;
+
 use blstrs::{G1Projective, G2Projective};
 use group::Group;
 use zkpipe_cuda::{CopyLog, DeviceBuffer, StageClock, Timing};
@@ -67,6 +69,8 @@ struct SideDone {
     g1_mem: BatchMemory<G1>,
     g2_mem: Option<BatchMemory<G2>>,
     copies: CopyLog,
+    /// Host time spent gathering the points of nonzero values.
+    gathering: Duration,
 }
 
 /// H's sum (none for a one-point domain), the batch memory it was made in and its bases'
@@ -84,6 +88,8 @@ pub(super) struct MsmSums {
     witness: WitnessSums,
     /// The copies of streamed key points, timed (none with a resident key).
     pub bases_copies: CopyLog,
+    /// Host time spent gathering the points of nonzero values before their copies.
+    pub gathering: Duration,
 }
 
 /// What the MSMs read: the key (on the device when resident), h, the staged witness.
@@ -133,6 +139,7 @@ impl GpuWorker {
             h: h.sum,
             witness: side.sums,
             bases_copies,
+            gathering: side.gathering,
         };
         let mem = Batches {
             h: h.mem,
@@ -224,10 +231,12 @@ impl GpuWorker {
             None => None,
         };
         let mut copies = g1.take_copies();
+        let mut gathering = g1.take_gathering();
         let (g1, g1_mem) = g1.finish_keeping().map_err(msm_err("l, a, b_g1"))?;
         let (g2, g2_mem) = match g2 {
             Some((mut batch, ticket)) => {
                 copies.append(batch.take_copies());
+                gathering += batch.take_gathering();
                 let (results, mem) = batch.finish_keeping().map_err(msm_err("b_g2"))?;
                 (Some(Pending { results, ticket }), Some(mem))
             }
@@ -239,6 +248,7 @@ impl GpuWorker {
             g1_mem,
             g2_mem,
             copies,
+            gathering,
         })
     }
 }
