@@ -628,15 +628,7 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
                         });
                     }
                     let ready = copy.record()?;
-                    let chunk = ChunkOnDevice {
-                        index: i,
-                        kernels: k,
-                        stream: s,
-                        bases: &slots[slot],
-                        at: BasesAt::Host,
-                        ready: Some(&ready),
-                    };
-                    work(ws, chunk)?;
+                    work(ws, ChunkOnDevice::streamed(i, k, s, &slots[slot], &ready))?;
                     self.used[slot] = Some(s.record()?);
                 }
                 Ok(())
@@ -676,15 +668,7 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
                         let bytes = (hi - lo) * std::mem::size_of::<C::GpuAffine>();
                         log.end(start, copy, bytes as u64)?;
                         let ready = copy.record()?;
-                        let chunk = ChunkOnDevice {
-                            index: i,
-                            kernels: k,
-                            stream: s,
-                            bases: &slots[slot],
-                            at: BasesAt::Host,
-                            ready: Some(&ready),
-                        };
-                        work(ws, chunk)?;
+                        work(ws, ChunkOnDevice::streamed(i, k, s, &slots[slot], &ready))?;
                         used[slot] = Some(s.record()?);
                     }
                     Ok(())
@@ -848,6 +832,26 @@ struct ChunkOnDevice<'a, C: GpuCurve> {
     at: BasesAt,
     /// Recorded when the chunk's copy is done (streamed bases only).
     ready: Option<&'a Event>,
+}
+
+impl<'a, C: GpuCurve> ChunkOnDevice<'a, C> {
+    /// Chunk `index` in one of the two point buffers, its copy done at `ready`.
+    fn streamed(
+        index: usize,
+        kernels: &'a MsmKernels,
+        stream: &'a Stream,
+        bases: &'a DeviceBuffer<C::GpuAffine>,
+        ready: &'a Event,
+    ) -> Self {
+        Self {
+            index,
+            kernels,
+            stream,
+            bases,
+            at: BasesAt::Host,
+            ready: Some(ready),
+        }
+    }
 }
 
 /// Window results of one MSM (in pinned memory, or on their way there), with the plan that
