@@ -14,6 +14,8 @@ use zkpipe_filecoin::{
 };
 use zkpipe_pipeline::{Backend, Config, Engine, G2Placement, Randomness};
 
+use zkpipe_serve::{CircuitConfig, ExportedWitness};
+
 use crate::exit::Failure;
 
 /// `zkpipe filecoin …`.
@@ -94,8 +96,18 @@ pub enum GenKind {
 #[derive(Debug, clap::Args)]
 pub struct Common {
     /// Where the proof bytes go.
-    #[arg(long)]
-    out: PathBuf,
+    #[arg(long, required_unless_present = "export_witness")]
+    out: Option<PathBuf>,
+    /// Prove nothing: write one partition's witness (synthesized on the CPU, checked against
+    /// the verifier's public inputs) into this directory with its circuit's entry (the
+    /// parameter file and the recording, made beside it where missing), as the daemon's
+    /// generic kind takes it: `[serve.circuits.NAME]` from circuit.toml, then `zkpipe client
+    /// bench --circuit NAME=DIR` or `zkpipe prove --witness-dir DIR`.
+    #[arg(long, conflicts_with_all = ["compare_bellperson", "verify"])]
+    export_witness: Option<PathBuf>,
+    /// The partition --export-witness writes.
+    #[arg(long, default_value_t = 0, requires = "export_witness")]
+    export_partition: usize,
     /// The parameter directory [default: FIL_PROOFS_PARAMETER_CACHE, else
     /// /var/tmp/filecoin-proof-parameters].
     #[arg(long)]
@@ -236,6 +248,12 @@ fn prove(request: &Request, c: &Common) -> Result<(), Failure> {
         request.kind(),
         dir.display()
     );
+    if let Some(dir) = &c.export_witness {
+        return export_witness(&prover, request, c.export_partition, dir);
+    }
+    let Some(out_path) = &c.out else {
+        return Err(Failure::Usage("--out is required to prove".into()));
+    };
     let key = prover.key(request).map_err(failure)?;
     crate::say!(
         "parameters: {} ({:?}; read in {:.0} ms{})",
@@ -262,8 +280,8 @@ fn prove(request: &Request, c: &Common) -> Result<(), Failure> {
     let engine = Engine::start(cfg).map_err(Failure::start)?;
     crate::say!("engine: {}", engine.backend());
     let out = prover.prove(&engine, request).map_err(failure)?;
-    std::fs::write(&c.out, &out.bytes)
-        .map_err(|e| Failure::Other(format!("writing {}: {e}", c.out.display()).into()))?;
+    std::fs::write(out_path, &out.bytes)
+        .map_err(|e| Failure::Other(format!("writing {}: {e}", out_path.display()).into()))?;
     report(request, &out, crate::Output::json_if(c.json));
     if let Some((r, s)) = fixed.filter(|_| c.compare_bellperson) {
         let reference = prover
@@ -299,6 +317,37 @@ fn prove(request: &Request, c: &Common) -> Result<(), Failure> {
             return Err(Failure::Unverified { proof: 0 });
         }
     }
+    Ok(())
+}
+
+/// `--export-witness DIR`: partition `partition`'s witness of `request` into `dir`.
+fn export_witness(
+    prover: &Prover,
+    request: &Request,
+    partition: usize,
+    dir: &Path,
+) -> Result<(), Failure> {
+    let t = std::time::Instant::now();
+    let w = prover
+        .partition_witness(request, partition)
+        .map_err(failure)?;
+    let circuit = CircuitConfig {
+        params: w.params.clone(),
+        recording: w.recording.clone(),
+    };
+    ExportedWitness::new(circuit, &w.inputs, &w.aux)
+        .write(dir)
+        .map_err(|e| Failure::Other(Box::new(e)))?;
+    crate::say!(
+        "{} partition {partition}: witness of {} inputs and {} aux values written to {} in {:.1} s (parameters {}, recording {})",
+        request.kind(),
+        w.inputs.len(),
+        w.aux.len(),
+        dir.display(),
+        t.elapsed().as_secs_f64(),
+        w.params.display(),
+        w.recording.display()
+    );
     Ok(())
 }
 

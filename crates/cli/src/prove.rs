@@ -1,5 +1,6 @@
-//! `zkpipe prove`: proves a generated circuit of 2^k constraints N times through the engine,
-//! with progress, verification where the key is real, and per-stage times and throughput.
+//! `zkpipe prove`: proves a generated circuit of 2^k constraints (or a parameter file's key, or
+//! a witness directory's circuit) N times through the engine, with progress, verification
+//! where the key is real, and per-stage times and throughput.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -21,6 +22,7 @@ use zkpipe_pipeline::{
     verify, Backend, Config, Engine, G2Placement, JobReport, PreparedVerifyingKey, ProofCheck,
     ProvingKey, Randomness, StreamedPoints, Witness,
 };
+use zkpipe_serve::ExportedWitness;
 
 /// What `zkpipe prove` was asked for.
 #[derive(Debug, clap::Args)]
@@ -102,6 +104,12 @@ pub struct Args {
     /// device (recorded; the circuit is testgen's recorded one, satisfied by the witness).
     #[arg(long, value_enum, default_value_t = WitnessArg::Evaluations, conflicts_with = "params")]
     pub witness: WitnessArg,
+    /// Prove the witness in this directory (`zkpipe filecoin … --export-witness DIR`: its
+    /// circuit's parameter file and recording, its public inputs and aux values) --proofs
+    /// times, each proof checked by the engine and verified: the engine alone on the work that
+    /// `zkpipe client bench --circuit NAME=DIR` sends a daemon.
+    #[arg(long, conflicts_with_all = ["k", "params", "witness"])]
+    pub witness_dir: Option<std::path::PathBuf>,
 }
 
 /// What a generated witness carries (`--witness`).
@@ -309,6 +317,63 @@ fn params_job(path: &std::path::Path, check: PointCheck) -> Result<Job, Failure>
         key,
         witnesses: Witnesses::Generated(witnesses),
         inputs: None,
+    })
+}
+
+/// The key, recording and witness of a witness directory: every proof of the run from that
+/// witness (its aux values copied into lent memory, its recording shared), checked and
+/// verified. What cannot be read is a usage error naming the file and what was wrong.
+fn witness_dir_job(dir: &std::path::Path, check: PointCheck) -> Result<Job, Failure> {
+    let bad = |e: &dyn std::fmt::Display| Failure::Usage(format!("--witness-dir: {e}"));
+    let exported = ExportedWitness::read(dir).map_err(|e| bad(&e))?;
+    let values = exported.values(dir).map_err(|e| bad(&e))?;
+    let circuit = &exported.circuit;
+    let t = Instant::now();
+    let key = match check {
+        PointCheck::EncodingOnly => read_params_unchecked(&circuit.params),
+        PointCheck::Every => read_params(&circuit.params),
+    }
+    .map_err(|e| bad(&format!("{}: {e}", circuit.params.display())))?;
+    let recording = zkpipe_r1cs::file::read(&circuit.recording)
+        .map_err(|e| bad(&format!("{}: {e}", circuit.recording.display())))?;
+    let shape = recording.shape();
+    if shape.inputs != values.inputs.len() + 1 || shape.aux != values.aux.len() {
+        return Err(bad(&format!(
+            "{} inputs and {} aux values, where the recording {} has {} and {}",
+            values.inputs.len(),
+            values.aux.len(),
+            circuit.recording.display(),
+            shape.inputs - 1,
+            shape.aux
+        )));
+    }
+    crate::say!(
+        "witness: {} ({} constraints, {} inputs, {} aux; parameters {}, domain 2^{}) read in {:.1} s",
+        dir.display(),
+        shape.constraints,
+        values.inputs.len(),
+        values.aux.len(),
+        circuit.params.display(),
+        key.domain_size().trailing_zeros(),
+        t.elapsed().as_secs_f64()
+    );
+    let densities = recording.densities().clone();
+    let mut input = Vec::with_capacity(values.inputs.len() + 1);
+    input.push(Scalar::from(1u64));
+    input.extend_from_slice(&values.inputs);
+    let witness = Witness {
+        input,
+        aux: values.aux.into(),
+        a_aux_density: densities.a_aux,
+        b_input_density: densities.b_input,
+        b_aux_density: densities.b_aux,
+        recording: Some(Arc::new(recording)),
+        ..Witness::default()
+    };
+    Ok(Job {
+        key,
+        witnesses: Witnesses::Recorded(witness),
+        inputs: Some(values.inputs),
     })
 }
 
@@ -657,14 +722,17 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         key,
         witnesses,
         inputs,
-    } = match &a.params {
-        Some(path) => params_job(path, check)?,
-        None => job(a)?,
+    } = match (&a.params, &a.witness_dir) {
+        (Some(path), _) => params_job(path, check)?,
+        (None, Some(dir)) => witness_dir_job(dir, check)?,
+        (None, None) => job(a)?,
     };
     // Under a generated key no proof can verify: the engine's check before return is off, and
     // the proofs are compared with the CPU's instead (where that is done).
-    let cfg = match witnesses {
-        Witnesses::Generated(_) | Witnesses::Recorded(_) => cfg.with_proof_check(ProofCheck::Off),
+    let cfg = match (&witnesses, &inputs) {
+        (Witnesses::Generated(_) | Witnesses::Recorded(_), None) => {
+            cfg.with_proof_check(ProofCheck::Off)
+        }
         _ => cfg,
     };
     let key = Arc::new(key);

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use zkpipe_serve::pb::{self, submit_request::Proof};
+use zkpipe_serve::ExportedWitness;
 
 use crate::exit::Failure;
 
@@ -46,6 +47,34 @@ pub struct BenchArgs {
     sector_id: Option<u64>,
     #[arg(long, default_value_t = 2)]
     porep_in_flight: usize,
+    /// A circuit registered in the daemon's [serve.circuits.NAME] and a witness of it in a
+    /// directory (`zkpipe filecoin … --export-witness DIR`), as NAME=DIR: proved by
+    /// --circuit-in-flight callers at once, each sending the next as soon as its last is
+    /// proved. With a PoRep partition's witness, this keeps the GPU busy with PoRep's circuit
+    /// where the host's cores could not synthesize fast enough.
+    #[arg(long, value_parser = parse_circuit_load)]
+    circuit: Option<CircuitLoad>,
+    #[arg(long, default_value_t = 2)]
+    circuit_in_flight: usize,
+}
+
+/// `--circuit NAME=DIR`.
+#[derive(Debug, Clone)]
+struct CircuitLoad {
+    name: String,
+    dir: std::path::PathBuf,
+}
+
+fn parse_circuit_load(s: &str) -> Result<CircuitLoad, String> {
+    match s.split_once('=') {
+        Some((name, dir)) if !name.is_empty() && !dir.is_empty() => Ok(CircuitLoad {
+            name: name.to_string(),
+            dir: dir.into(),
+        }),
+        _ => Err(format!(
+            "{s:?}: give the circuit's name in the daemon and a witness directory, as NAME=DIR"
+        )),
+    }
 }
 
 /// One call of Prove on whichever connection the client has.
@@ -141,9 +170,28 @@ impl BenchArgs {
                 pace: Pace::InFlight(self.porep_in_flight),
             });
         }
+        if let Some(c) = &self.circuit {
+            if self.circuit_in_flight == 0 {
+                return Err(Failure::Usage(
+                    "--circuit-in-flight must be at least 1".into(),
+                ));
+            }
+            let w = ExportedWitness::read(&c.dir)
+                .map_err(|e| Failure::Usage(format!("--circuit {}: {e}", c.name)))?;
+            loads.push(Load {
+                kind: "circuit",
+                proof: Proof::CircuitWitness(pb::CircuitWitness {
+                    circuit: c.name.clone(),
+                    inputs: w.inputs,
+                    aux: w.aux,
+                }),
+                pace: Pace::InFlight(self.circuit_in_flight),
+            });
+        }
         if loads.is_empty() {
             return Err(Failure::Usage(
-                "bench needs at least one of --winning, --window, --snap, --porep-c1".into(),
+                "bench needs at least one of --winning, --window, --snap, --porep-c1, --circuit"
+                    .into(),
             ));
         }
         if !(self.duration_s.is_finite() && self.duration_s > 0.0) {
@@ -340,6 +388,16 @@ pub async fn run(args: &BenchArgs, call: ProveCall) -> Result<(), Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_circuit_load_is_a_name_and_a_directory() {
+        let l = parse_circuit_load("porep-8mib=/tmp/w").expect("parsed");
+        assert_eq!(l.name, "porep-8mib");
+        assert_eq!(l.dir, std::path::PathBuf::from("/tmp/w"));
+        for bad in ["porep", "=/tmp/w", "porep=", ""] {
+            assert!(parse_circuit_load(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn percentiles_take_the_nearest_rank() {

@@ -21,7 +21,7 @@ use zkpipe_pipeline::Engine;
 use zkpipe_r1cs::{CircuitId, Recording};
 
 use crate::keys::{KeyKind, KeyName};
-use crate::prover::{PartitionCircuit, ReferenceOutput};
+use crate::prover::{PartitionCircuit, PartitionWitness, ReferenceOutput};
 use crate::request::{PoRepC2, SnapUpdate, WindowPoSt, WinningPoSt};
 use crate::schedule::Turn;
 use crate::Synthesis;
@@ -39,6 +39,8 @@ pub(crate) enum Step<'e> {
         r: blstrs::Scalar,
         s: blstrs::Scalar,
     },
+    /// One partition's witness, synthesized on the CPU, with its circuit's files.
+    Witness { partition: usize },
 }
 
 /// What a request came to.
@@ -46,6 +48,7 @@ pub(crate) enum Done {
     Key(LoadedKey),
     Proof(Box<ProofOutput>),
     Reference(ReferenceOutput),
+    Witness(Box<PartitionWitness>),
 }
 
 /// Runs `request` as far as `step`.
@@ -95,8 +98,23 @@ pub(crate) fn key(prover: &Prover, request: &Request) -> Result<LoadedKey, Filec
     match run(prover, Step::Key, request)? {
         Done::Key(k) => Ok(k),
         Done::Proof(p) => Ok(p.key),
-        Done::Reference(_) => Err(FilecoinError::Unsupported {
+        Done::Reference(_) | Done::Witness(_) => Err(FilecoinError::Unsupported {
             what: "a key request that ran further".into(),
+            why: "internal",
+        }),
+    }
+}
+
+/// Partition `partition`'s witness of `request`.
+pub(crate) fn witness(
+    prover: &Prover,
+    request: &Request,
+    partition: usize,
+) -> Result<PartitionWitness, FilecoinError> {
+    match run(prover, Step::Witness { partition }, request)? {
+        Done::Witness(w) => Ok(*w),
+        _ => Err(FilecoinError::Unsupported {
+            what: "a witness request that stopped elsewhere".into(),
             why: "internal",
         }),
     }
@@ -147,6 +165,9 @@ where
             .run_partitions(engine, turn, key, count, make)
             .map(|p| Done::Proof(Box::new(p))),
         Step::Reference { r, s } => bellperson_proofs(&key, count, make, r, s).map(Done::Reference),
+        Step::Witness { partition } => prover
+            .export_partition(&key, count, partition, make)
+            .map(|w| Done::Witness(Box::new(w))),
     }
 }
 

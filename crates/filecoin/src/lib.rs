@@ -51,8 +51,8 @@ pub use keys::{KeyKind, KeyName};
 pub use kinds::{porep_blank_id, record_porep_blank};
 pub use params::{KeyTier, LoadedKey, ParamsCache, ResidentKey, Trust, CIRCUIT_SOURCE};
 pub use prover::{
-    synthesis_bytes, witness_bytes, PartitionReport, ProofOutput, ProveOptions, Prover,
-    ReferenceOutput, Retry, Synthesis, SynthesisMemory,
+    synthesis_bytes, witness_bytes, PartitionReport, PartitionWitness, ProofOutput, ProveOptions,
+    Prover, ReferenceOutput, Retry, Synthesis, SynthesisMemory,
 };
 pub use request::{PoRepC2, Request, SnapUpdate, WindowPoSt, WinningPoSt};
 pub use schedule::{Priority, Scheduling, Turn};

@@ -641,6 +641,11 @@ impl ParamsCache {
         Ok(loaded)
     }
 
+    /// Where the recording of `key`'s circuit is kept: beside its parameter file.
+    pub fn recording_file(key: &LoadedKey) -> PathBuf {
+        key.path.with_extension(RECORDING_EXT)
+    }
+
     /// The recording of the circuit whose parameters `key` holds: resident, else read from
     /// the file beside the parameter file, else recorded from `circuit()` and written there.
     /// A recording from a file is used where it lies, mapped read-only in the page cache.
@@ -662,7 +667,7 @@ impl ParamsCache {
         if let Some(r) = lock_recordings().get(&key.path) {
             return Ok(Arc::clone(r));
         }
-        let path = key.path.with_extension(RECORDING_EXT);
+        let path = Self::recording_file(key);
         self.reserve_recording(key, &path)?;
         let mut recordings = lock_recordings();
         if let Some(r) = recordings.get(&key.path) {

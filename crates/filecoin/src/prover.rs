@@ -3,6 +3,7 @@
 //! engine before it comes back (and proved once more if the check refuses it), the proofs
 //! joined in partition order into filecoin-proofs' bytes.
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -116,6 +117,32 @@ pub struct ReferenceOutput {
     pub bytes: Vec<u8>,
     /// Milliseconds of each partition (circuit, synthesis and proof).
     pub partition_ms: Vec<f64>,
+}
+
+/// One partition's witness, with the files of its circuit: what a caller of the daemon's
+/// generic kind sends (`zkpipe filecoin … --export-witness`), so that the same circuit can be
+/// proved from a witness made elsewhere. Its `Debug` gives the counts, never a value.
+pub struct PartitionWitness {
+    pub partition: usize,
+    /// The circuit's parameter file.
+    pub params: PathBuf,
+    /// The circuit's recording (zkpipe-r1cs), beside the parameter file.
+    pub recording: PathBuf,
+    /// The public inputs, the constant one left out.
+    pub inputs: Vec<Scalar>,
+    pub aux: Vec<Scalar>,
+}
+
+impl std::fmt::Debug for PartitionWitness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PartitionWitness")
+            .field("partition", &self.partition)
+            .field("params", &self.params)
+            .field("recording", &self.recording)
+            .field("inputs", &self.inputs.len())
+            .field("aux", &self.aux.len())
+            .finish()
+    }
 }
 
 /// One partition's circuit and the public inputs filecoin-proofs' verifier will use for it
@@ -241,6 +268,70 @@ impl Prover {
         s: Scalar,
     ) -> Result<ReferenceOutput, FilecoinError> {
         crate::kinds::reference(self, request, r, s)
+    }
+
+    /// Partition `partition`'s witness of `request`, synthesized on the CPU (bellperson's
+    /// synthesis of every constraint) and checked against the public inputs filecoin-proofs'
+    /// verifier derives, with its circuit's parameter file and recording (the recording made
+    /// and written beside the parameters where it is not there yet).
+    pub fn partition_witness(
+        &self,
+        request: &Request,
+        partition: usize,
+    ) -> Result<PartitionWitness, FilecoinError> {
+        crate::kinds::witness(self, request, partition)
+    }
+
+    /// See [`Prover::partition_witness`]: partition `k` of `count`, `make` building each
+    /// partition's circuit.
+    pub(crate) fn export_partition<C, F>(
+        &self,
+        key: &LoadedKey,
+        count: usize,
+        k: usize,
+        make: F,
+    ) -> Result<PartitionWitness, FilecoinError>
+    where
+        C: Circuit<Scalar> + Send,
+        F: Fn(usize) -> Result<PartitionCircuit<C>, FilecoinError>,
+    {
+        if k >= count {
+            return Err(FilecoinError::Mismatch {
+                what: "the partition to export",
+                expected: format!("one of the proof's {count} (0 to {})", count - 1),
+                got: k.to_string(),
+            });
+        }
+        let recording = ParamsCache::recording_file(key);
+        self.params.recording(key, || make(0).map(|p| p.circuit))?;
+        if !recording.is_file() {
+            return Err(FilecoinError::Unsupported {
+                what: format!("the recording at {}", recording.display()),
+                why: "it could not be written beside the parameter file (see the log)",
+            });
+        }
+        let part = catch("building the partition's circuit", Some(k), || make(k))??;
+        let witness = catch("synthesis", Some(k), || {
+            zkpipe_bellperson::synthesize(part.circuit)
+        })?
+        .map_err(|source| synthesis_error(key, k, source))?;
+        let inputs = witness.input.get(1..).unwrap_or_default().to_vec();
+        if let Some(expected) = &part.expected_inputs {
+            if let Some(index) = first_difference(expected, &inputs) {
+                return Err(FilecoinError::PublicInputs {
+                    partition: k,
+                    index,
+                    count: expected.len(),
+                });
+            }
+        }
+        Ok(PartitionWitness {
+            partition: k,
+            params: key.path.clone(),
+            recording,
+            inputs,
+            aux: witness.aux.to_vec(),
+        })
     }
 
     /// The proving key of `request`'s circuit, read (or generated) once and then resident: to

@@ -4,12 +4,14 @@
 
 mod common;
 
+use blstrs::Scalar;
 use common::{engine, fixed, params_dir, prover, scratch};
 use filecoin_proofs_api::{post, seal, update, SectorId};
 use zkpipe_filecoin::gen::{self, SectorData};
 use zkpipe_filecoin::{
     FilecoinError, ParamsCache, PoRepC2, ProveOptions, Prover, Request, WindowPoSt,
 };
+use zkpipe_pipeline::{Randomness, Witness};
 
 const KIB2: u64 = 2048;
 
@@ -53,6 +55,55 @@ fn flip_first_hash(v: &mut serde_json::Value) -> bool {
         serde_json::Value::Object(o) => o.values_mut().any(flip_first_hash),
         _ => false,
     }
+}
+
+/// Partition 0's witness of `request`, exported with its circuit's files, proved from the
+/// recording (as the daemon's generic kind proves it) with the same r and s: the same bytes as
+/// the request's first partition proof. A partition the proof does not have is refused.
+fn the_exported_witness_proves_the_same(request: &Request, proof: &[u8]) {
+    let prover = prover();
+    let exported = prover
+        .partition_witness(request, 0)
+        .expect("partition 0's witness");
+    let key = prover.key(request).expect("the key");
+    assert_eq!(exported.params, key.path);
+    let recording = zkpipe_r1cs::file::read(&exported.recording).expect("the recording's file");
+    let shape = recording.shape();
+    assert_eq!(
+        (shape.inputs, shape.aux),
+        (exported.inputs.len() + 1, exported.aux.len())
+    );
+    let densities = recording.densities().clone();
+    let witness = Witness {
+        input: std::iter::once(Scalar::from(1u64))
+            .chain(exported.inputs.iter().copied())
+            .collect(),
+        aux: exported.aux.clone().into(),
+        a_aux_density: densities.a_aux,
+        b_input_density: densities.b_input,
+        b_aux_density: densities.b_aux,
+        recording: Some(std::sync::Arc::new(recording)),
+        ..Witness::default()
+    };
+    let (r, s) = fixed();
+    let engine = engine(&key);
+    let again = engine
+        .submit(&key.key, witness, Randomness::Fixed { r, s })
+        .and_then(|h| h.wait())
+        .expect("the exported witness proves");
+    assert_eq!(again.to_bytes().as_slice(), &proof[..192]);
+
+    let e = prover.partition_witness(request, 1).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            FilecoinError::Mismatch {
+                what: "the partition to export",
+                ..
+            }
+        ),
+        "{e}"
+    );
 }
 
 #[test]
@@ -235,6 +286,7 @@ fn winning_post_2kib_is_accepted_and_equals_bellperson() {
     let ok = post::verify_winning_post(&request.randomness, &proof, &replicas, sealed.prover_id)
         .expect("verify_winning_post runs");
     assert!(ok, "filecoin-proofs' verify_winning_post accepts the proof");
+    the_exported_witness_proves_the_same(&Request::WinningPoSt(request.clone()), &proof);
 
     // A truncated vanilla proof: a decoding error naming it.
     let mut bad = request.clone();

@@ -398,17 +398,17 @@ impl<C: GpuCurve> MsmBatch<'_, C> {
         scalars: &DeviceBuffer<Fr>,
         n: usize,
     ) -> Result<Ticket, CudaError> {
+        if matches!(bases, BaseSource::Gathered(_)) {
+            return Err(CudaError::Gather(
+                "points gathered by a query's values are for split MSMs; a dense MSM reads every point",
+            ));
+        }
         if bases.len() != n || scalars.len() < n {
             let e = MsmError::LengthMismatch {
                 bases: bases.len(),
                 scalars: scalars.len().min(n),
             };
             return Err(e.into());
-        }
-        if matches!(bases, BaseSource::Gathered(_)) {
-            return Err(CudaError::Gather(
-                "points gathered by a query's values are for split MSMs; a dense MSM reads every point",
-            ));
         }
         let step = self.plan.n;
         let chunks: Vec<(usize, usize)> = (0..n)

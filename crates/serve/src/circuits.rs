@@ -24,7 +24,7 @@ pub const SCALAR_BYTES: usize = 32;
 pub const MAX_NAME: usize = 64;
 
 /// One circuit in the configuration: `[serve.circuits.NAME]`.
-#[derive(Debug, Clone, serde::Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, serde::Deserialize, serde::Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct CircuitConfig {
     /// The Groth16 parameter file (bellperson's `Parameters::write` layout). Its points are
@@ -314,19 +314,25 @@ fn scalars(
     expected: usize,
     circuit: &str,
 ) -> Result<Vec<Scalar>, CircuitError> {
+    let values = from_bytes(what, bytes)?;
+    if values.len() != expected {
+        return Err(CircuitError::Count {
+            what,
+            circuit: circuit.to_string(),
+            got: values.len(),
+            expected,
+        });
+    }
+    Ok(values)
+}
+
+/// A witness's values from the bytes a request carries them in ([`to_bytes`]): refused when
+/// not a whole number of values or when a value is not canonical.
+pub fn from_bytes(what: &'static str, bytes: &[u8]) -> Result<Vec<Scalar>, CircuitError> {
     if !bytes.chunks_exact(SCALAR_BYTES).remainder().is_empty() {
         return Err(CircuitError::Ragged {
             what,
             len: bytes.len(),
-        });
-    }
-    let got = bytes.len() / SCALAR_BYTES;
-    if got != expected {
-        return Err(CircuitError::Count {
-            what,
-            circuit: circuit.to_string(),
-            got,
-            expected,
         });
     }
     bytes

@@ -6,6 +6,7 @@
 
 pub mod circuits;
 pub mod daemon;
+pub mod exported;
 mod http;
 mod metrics;
 pub mod server;
@@ -23,6 +24,7 @@ pub mod pb {
 
 pub use circuits::{CircuitConfig, CircuitError, Circuits};
 pub use daemon::{Daemon, Limits, Priority, Work};
+pub use exported::{ExportedError, ExportedWitness, WitnessValues};
 pub use server::{
     connect_tcp, connect_unix, default_engine_config, read_config, read_token, serve, unix_channel,
     ClientTls, ConfigError, ServeConfig, ServeError,
