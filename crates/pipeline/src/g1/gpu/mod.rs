@@ -27,8 +27,8 @@ mod stage;
 pub(crate) use backend::GpuBackend;
 
 use admit::{Admitted, MatricesAt};
-use msms::{MsmClocks, MsmInputs, MsmSums};
-use stage::{Abc, SplitWitness, Staged};
+use msms::{MsmClocks, MsmInputs, MsmSums, SideStart, StagedWitness};
+use stage::{Abc, HostC, SplitWitness, Staged, StagedEvaluation};
 
 use super::{Evaluations, G1Output, JobContext};
 use crate::device::memory::{JobMemory, MemoryShape};
@@ -116,6 +116,13 @@ impl Drop for GpuWorker {
         let bytes: usize = tables.values().map(VramGrant::bytes).sum();
         self.dev.table_bytes.fetch_sub(bytes, Ordering::SeqCst);
     }
+}
+
+/// What the H step of a job reads besides its vectors: c from the host in the three-vector
+/// step, or the recording's evaluation of a, b and c.
+struct HStepWork<'w> {
+    c: Option<HostC<'w>>,
+    evaluation: Option<StagedEvaluation>,
 }
 
 /// What the GPU lock covers of a job: the H step and the MSMs enqueued and waited for.
@@ -283,8 +290,9 @@ impl GpuWorker {
         })
     }
 
-    /// Under the GPU lock: the H step in the job's vectors, the MSMs enqueued and waited for,
-    /// and the job's memory kept for the worker's next job or freed before the lock goes.
+    /// Under the GPU lock: the H step in the job's vectors and the MSMs enqueued and waited
+    /// for (the witness queries' beside the H step when the job's memory was kept, else after
+    /// it), and the job's memory kept for the worker's next job or freed before the lock goes.
     fn under_lock(
         &self,
         job: &JobContext<'_>,
@@ -309,18 +317,16 @@ impl GpuWorker {
             mut h_step,
             batches,
         } = held.mem;
-        match (h_step.as_mut(), evaluation) {
-            (Some(bufs), Some(mut e)) => {
-                self.recorded_h_step(bufs, &mut e, &witness, &mut clock)?
-            }
-            (Some(bufs), None) => self.h_step(bufs, c)?,
-            (None, _) => {}
-        }
-        // Memory per job: h stays, the other vectors go before the batches are made.
-        let (h_step, h_alone, batches) = match batches {
-            Some(b) => (h_step, None, b),
+        let mut step = Some(HStepWork { c, evaluation });
+        // Memory per job: the H step runs first, then h stays and the other vectors go before
+        // the batches are made.
+        let (start, h_alone, batches) = match batches {
+            Some(b) => (SideStart::BesideHStep, None, b),
             None => {
-                let h = h_step.map(HStepBuffers::into_h);
+                if let (Some(bufs), Some(work)) = (h_step.as_mut(), step.take()) {
+                    self.job_h_step(bufs, work, &witness, &mut clock)?;
+                }
+                let h = h_step.take().map(HStepBuffers::into_h);
                 let shape = MemoryShape {
                     n: job.key.domain_size(),
                     h_step: plan.h_step,
@@ -328,29 +334,42 @@ impl GpuWorker {
                     side_chunk: split_chunk(plan.chunk, witness.split.host().tail().len()),
                     multiples: resident.and_then(|k| k.h.multiples()),
                 };
-                (None, h, self.alloc_batches(shape)?)
+                let batches = self.alloc_batches(shape)?;
+                clock
+                    .mark(Stage::HStep, self.ntt.stream())
+                    .map_err(|e| self.err(e))?;
+                Counters::add(&stats.h_ns, t.elapsed());
+                (SideStart::AfterHStep, h, batches)
             }
         };
-        clock
-            .mark(Stage::HStep, self.ntt.stream())
-            .map_err(|e| self.err(e))?;
-        Counters::add(&stats.h_ns, t.elapsed());
         self.dev.sample(stats);
-        let t = Instant::now();
         let mut lane = None;
-        let h = h_step.as_ref().map(HStepBuffers::h).or(h_alone.as_ref());
-        let top = h.map(|h| self.read_top(job, h)).transpose()?;
+        let mut top = None;
         let inputs = MsmInputs {
             key: job.key,
             resident,
-            h,
             witness: &witness,
         };
         let clocks = MsmClocks {
             h: &mut clock,
             side: &mut lane,
         };
-        let sums = self.msms(&inputs, batches, clocks);
+        let (steps, h_alone_ref, top_ref) = (&mut h_step, &h_alone, &mut top);
+        let staged_witness = &witness;
+        let sums = self.msms(&inputs, batches, clocks, start, move |clock| {
+            if let (Some(bufs), Some(work)) = (steps.as_mut(), step.take()) {
+                self.job_h_step(bufs, work, staged_witness, clock)?;
+                clock
+                    .mark(Stage::HStep, self.ntt.stream())
+                    .map_err(|e| self.err(e))?;
+                Counters::add(&stats.h_ns, t.elapsed());
+            }
+            let steps: &Option<HStepBuffers> = { steps };
+            let h = steps.as_ref().map(HStepBuffers::h).or(h_alone_ref.as_ref());
+            *top_ref = h.map(|h| self.read_top(job, h)).transpose()?;
+            Ok(h)
+        });
+        let t = Instant::now();
         self.dev.sample(stats);
         drop(witness);
         let (sums, batches) = sums?;
@@ -374,6 +393,21 @@ impl GpuWorker {
             lane,
             lock_ms,
         })
+    }
+
+    /// The H step of a job in its vectors: from a, b and c staged, or from the recording's
+    /// evaluation of them on the device.
+    fn job_h_step(
+        &self,
+        bufs: &mut HStepBuffers,
+        work: HStepWork<'_>,
+        witness: &StagedWitness,
+        clock: &mut StageClock<Stage>,
+    ) -> Result<(), ProveError> {
+        match work.evaluation {
+            Some(mut e) => self.recorded_h_step(bufs, &mut e, witness, clock),
+            None => self.h_step(bufs, work.c),
+        }
     }
 
     /// Enqueues the read-back of h's last coefficient (h holds n, the last zero for a witness
