@@ -314,16 +314,17 @@ fn scalars(
     expected: usize,
     circuit: &str,
 ) -> Result<Vec<Scalar>, CircuitError> {
-    let values = from_bytes(what, bytes)?;
-    if values.len() != expected {
+    let got = bytes.len() / SCALAR_BYTES;
+    if bytes.len() % SCALAR_BYTES == 0 && got != expected {
+        // Refused before a value is decoded.
         return Err(CircuitError::Count {
             what,
             circuit: circuit.to_string(),
-            got: values.len(),
+            got,
             expected,
         });
     }
-    Ok(values)
+    from_bytes(what, bytes)
 }
 
 /// A witness's values from the bytes a request carries them in ([`to_bytes`]): refused when
