@@ -315,7 +315,7 @@ fn scalars(
     circuit: &str,
 ) -> Result<Vec<Scalar>, CircuitError> {
     let got = bytes.len() / SCALAR_BYTES;
-    if bytes.len() % SCALAR_BYTES == 0 && got != expected {
+    if bytes.len().is_multiple_of(SCALAR_BYTES) && got != expected {
         // Refused before a value is decoded.
         return Err(CircuitError::Count {
             what,

@@ -32,10 +32,13 @@ pub enum ExportedError {
     #[error("{path}: not a circuit's entry (params, recording): {source}")]
     Entry {
         path: PathBuf,
-        source: toml::de::Error,
+        source: Box<toml::de::Error>,
     },
     #[error("{path}: {source}")]
-    Values { path: PathBuf, source: CircuitError },
+    Values {
+        path: PathBuf,
+        source: Box<CircuitError>,
+    },
 }
 
 /// A witness directory's contents, its values as the files hold them (what a request
@@ -114,7 +117,7 @@ impl ExportedWitness {
         let entry = String::from_utf8_lossy(&read(CIRCUIT_FILE)?).into_owned();
         let circuit = toml::from_str(&entry).map_err(|source| ExportedError::Entry {
             path: entry_path,
-            source,
+            source: Box::new(source),
         })?;
         let out = Self {
             circuit,
@@ -122,13 +125,13 @@ impl ExportedWitness {
             aux: read(AUX_FILE)?,
         };
         for (name, bytes) in [(INPUTS_FILE, &out.inputs), (AUX_FILE, &out.aux)] {
-            if bytes.len() % crate::circuits::SCALAR_BYTES != 0 {
+            if !bytes.len().is_multiple_of(crate::circuits::SCALAR_BYTES) {
                 return Err(ExportedError::Values {
                     path: dir.join(name),
-                    source: CircuitError::Ragged {
+                    source: Box::new(CircuitError::Ragged {
                         what: if name == INPUTS_FILE { "inputs" } else { "aux" },
                         len: bytes.len(),
-                    },
+                    }),
                 });
             }
         }
@@ -140,7 +143,7 @@ impl ExportedWitness {
         let decode = |what, name: &str, bytes: &[u8]| {
             from_bytes(what, bytes).map_err(|source| ExportedError::Values {
                 path: dir.join(name),
-                source,
+                source: Box::new(source),
             })
         };
         Ok(WitnessValues {
@@ -211,29 +214,35 @@ mod tests {
         bytes.pop();
         std::fs::write(&aux_path, &bytes).expect("truncated");
         let err = ExportedWitness::read(dir.path()).expect_err("a truncated value");
-        assert!(
-            matches!(&err, ExportedError::Values { path, source: CircuitError::Ragged { len: 63, .. } } if *path == aux_path),
-            "{err}"
-        );
+        match &err {
+            ExportedError::Values { path, source } => {
+                assert_eq!(*path, aux_path);
+                assert!(
+                    matches!(**source, CircuitError::Ragged { len: 63, .. }),
+                    "{err}"
+                );
+            }
+            other => panic!("expected a ragged file, got {other}"),
+        }
 
         let mut high = to_bytes(&aux[..1]);
         high.extend([0xff; 32]);
         std::fs::write(&aux_path, &high).expect("a value above the modulus");
         let read = ExportedWitness::read(dir.path()).expect("whole values");
         let err = read.values(dir.path()).expect_err("not canonical");
-        assert!(
-            matches!(
-                &err,
-                ExportedError::Values {
-                    source: CircuitError::NonCanonical {
+        match &err {
+            ExportedError::Values { source, .. } => assert!(
+                matches!(
+                    **source,
+                    CircuitError::NonCanonical {
                         what: "aux",
                         index: 1
-                    },
-                    ..
-                }
+                    }
+                ),
+                "{err}"
             ),
-            "{err}"
-        );
+            other => panic!("expected a value that is not canonical, got {other}"),
+        }
 
         std::fs::write(dir.path().join(CIRCUIT_FILE), "params = 3\n").expect("written");
         let err = ExportedWitness::read(dir.path()).expect_err("a bad entry");
