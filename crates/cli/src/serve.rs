@@ -385,8 +385,21 @@ fn finish(answer: pb::AwaitResponse, out: Option<&PathBuf>) -> Result<(), Failur
     }
 }
 
+/// A client's Prove as the bench calls it.
+macro_rules! prove_call {
+    ($client:expr) => {{
+        let client = $client;
+        let call: crate::serve_bench::ProveCall = Arc::new(move |req| {
+            let mut c = client.clone();
+            Box::pin(async move { c.prove(req).await.map(|r| r.into_inner()) })
+        });
+        call
+    }};
+}
+
+/// One command on `$client`; `$connect` opens another connection (the bench's).
 macro_rules! call {
-    ($client:expr, $a:expr) => {{
+    ($client:expr, $a:expr, $connect:expr) => {{
         let mut c = $client;
         let status = |e: tonic::Status| {
             Failure::Other(format!("the daemon refused: {:?}: {}", e.code(), e.message()).into())
@@ -498,12 +511,11 @@ macro_rules! call {
                 Ok(())
             }
             ClientCommand::Bench(args) => {
-                let client = c.clone();
-                let call: crate::serve_bench::ProveCall = Arc::new(move |req| {
-                    let mut c = client.clone();
-                    Box::pin(async move { c.prove(req).await.map(|r| r.into_inner()) })
-                });
-                crate::serve_bench::run(args, call).await
+                let mut calls = vec![prove_call!(c)];
+                for _ in 1..args.connections {
+                    calls.push(prove_call!($connect.await?));
+                }
+                crate::serve_bench::run(args, crate::serve_bench::in_turn(calls)).await
             }
             ClientCommand::Preload(k) => {
                 let r = c
@@ -575,16 +587,20 @@ pub fn client(a: &ClientArgs) -> Result<(), Failure> {
                     }),
                     None => None,
                 };
-                let c = zkpipe_serve::connect_tcp(addr, &token, tls.as_ref())
-                    .await
-                    .map_err(unreachable)?;
-                call!(c, a)
+                let connect = || async {
+                    zkpipe_serve::connect_tcp(addr, &token, tls.as_ref())
+                        .await
+                        .map_err(unreachable)
+                };
+                call!(connect().await?, a, connect())
             }
             None => {
-                let c = zkpipe_serve::connect_unix(&a.socket)
-                    .await
-                    .map_err(|e| unreachable(Box::new(e)))?;
-                call!(c, a)
+                let connect = || async {
+                    zkpipe_serve::connect_unix(&a.socket)
+                        .await
+                        .map_err(|e| unreachable(Box::new(e)))
+                };
+                call!(connect().await?, a, connect())
             }
         }
     })

@@ -56,6 +56,10 @@ pub struct BenchArgs {
     circuit: Option<CircuitLoad>,
     #[arg(long, default_value_t = 2)]
     circuit_in_flight: usize,
+    /// Connections to the daemon, the calls taking them in turn: one connection carries its
+    /// calls' bytes one frame at a time, which bounds large witnesses' rate.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub connections: u16,
 }
 
 /// `--circuit NAME=DIR`.
@@ -87,6 +91,15 @@ pub type ProveCall = Arc<
         + Sync,
 >;
 
+/// The calls `calls` make, taken in turn.
+pub fn in_turn(calls: Vec<ProveCall>) -> ProveCall {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    Arc::new(move |req| {
+        let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        calls[n % calls.len()](req)
+    })
+}
+
 /// How one kind's requests are sent.
 #[derive(Debug, Clone, Copy)]
 enum Pace {
@@ -109,6 +122,11 @@ struct Load {
 struct Outcome {
     kind: &'static str,
     latency: Duration,
+    /// The daemon's account of a proved request: its wait in the queue and its run (zero
+    /// when it was not proved). What the latency holds besides them is outside the queue
+    /// and the workers: the request's transfer and checks and the answer's way back.
+    queue_wait: Duration,
+    run: Duration,
     /// None when proved; else the state or the refusal.
     error: Option<String>,
 }
@@ -214,14 +232,29 @@ async fn prove_once(call: &ProveCall, load: &Load, run: &str, n: usize) -> Outco
     };
     let t = Instant::now();
     let answer = call(request).await;
-    let error = match answer {
-        Ok(a) if a.state() == pb::JobState::Completed => None,
-        Ok(a) => Some(format!("{}: {}", a.state().as_str_name(), a.error)),
-        Err(e) => Some(format!("{:?}: {}", e.code(), e.message())),
+    let latency = t.elapsed();
+    let (error, queue_wait, run) = match answer {
+        Ok(a) if a.state() == pb::JobState::Completed => (
+            None,
+            Duration::from_millis(a.queue_wait_ms),
+            Duration::from_millis(a.run_ms),
+        ),
+        Ok(a) => (
+            Some(format!("{}: {}", a.state().as_str_name(), a.error)),
+            Duration::ZERO,
+            Duration::ZERO,
+        ),
+        Err(e) => (
+            Some(format!("{:?}: {}", e.code(), e.message())),
+            Duration::ZERO,
+            Duration::ZERO,
+        ),
     };
     Outcome {
         kind: load.kind,
-        latency: t.elapsed(),
+        latency,
+        queue_wait,
+        run,
         error,
     }
 }
@@ -267,6 +300,8 @@ async fn drive(call: ProveCall, load: Load, run: String, until: Instant) -> Vec<
             Err(e) => outcomes.push(Outcome {
                 kind: load.kind,
                 latency: Duration::ZERO,
+                queue_wait: Duration::ZERO,
+                run: Duration::ZERO,
                 error: Some(format!("the caller's task ended: {e}")),
             }),
         }
@@ -283,7 +318,17 @@ fn percentile(sorted_ms: &[f64], p: f64) -> f64 {
     sorted_ms[rank.clamp(1, sorted_ms.len()) - 1]
 }
 
-/// Per kind: proofs, failures, proofs an hour, latency percentiles.
+/// The median, 90th and 99th percentiles and the maximum of `ms`, in milliseconds.
+fn spread(mut ms: Vec<f64>) -> serde_json::Value {
+    ms.sort_by(f64::total_cmp);
+    serde_json::json!({
+        "p50": percentile(&ms, 50.0), "p90": percentile(&ms, 90.0),
+        "p99": percentile(&ms, 99.0), "max": ms.last().copied().unwrap_or(f64::NAN),
+    })
+}
+
+/// Per kind: proofs, failures, proofs an hour, percentiles of the latency and of its parts
+/// (queue, run, outside).
 fn report(outcomes: &[Outcome], elapsed: Duration) -> serde_json::Value {
     let mut by_kind: BTreeMap<&str, Vec<&Outcome>> = BTreeMap::new();
     for o in outcomes {
@@ -293,24 +338,22 @@ fn report(outcomes: &[Outcome], elapsed: Duration) -> serde_json::Value {
     let kinds: serde_json::Map<String, serde_json::Value> = by_kind
         .into_iter()
         .map(|(kind, os)| {
-            let mut ms: Vec<f64> = os
-                .iter()
-                .filter(|o| o.error.is_none())
-                .map(|o| o.latency.as_secs_f64() * 1e3)
-                .collect();
-            ms.sort_by(f64::total_cmp);
+            let proved: Vec<&&Outcome> = os.iter().filter(|o| o.error.is_none()).collect();
+            let ms = |part: fn(&Outcome) -> Duration| -> Vec<f64> {
+                proved.iter().map(|o| part(o).as_secs_f64() * 1e3).collect()
+            };
             let mut errors: BTreeMap<String, usize> = BTreeMap::new();
             for e in os.iter().filter_map(|o| o.error.as_ref()) {
                 *errors.entry(e.clone()).or_default() += 1;
             }
             let value = serde_json::json!({
-                "proved": ms.len(),
-                "failed": os.len() - ms.len(),
-                "proofs_per_hour": ms.len() as f64 / hours,
-                "latency_ms": {
-                    "p50": percentile(&ms, 50.0), "p90": percentile(&ms, 90.0),
-                    "p99": percentile(&ms, 99.0), "max": ms.last().copied().unwrap_or(f64::NAN),
-                },
+                "proved": proved.len(),
+                "failed": os.len() - proved.len(),
+                "proofs_per_hour": proved.len() as f64 / hours,
+                "latency_ms": spread(ms(|o| o.latency)),
+                "queue_wait_ms": spread(ms(|o| o.queue_wait)),
+                "run_ms": spread(ms(|o| o.run)),
+                "outside_ms": spread(ms(|o| o.latency.saturating_sub(o.queue_wait + o.run))),
                 "errors": errors,
             });
             (kind.to_string(), value)
@@ -357,20 +400,23 @@ pub async fn run(args: &BenchArgs, call: ProveCall) -> Result<(), Failure> {
     }
     let r = report(&outcomes, start.elapsed());
     if let Some(kinds) = r["kinds"].as_object() {
-        crate::say!("| kind | proved | failed | proofs/hour | p50 ms | p90 ms | p99 ms | max ms |");
-        crate::say!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+        crate::say!("| kind | proved | failed | proofs/hour | p50 ms | p90 ms | p99 ms | max ms | queue p50 | run p50 | outside p50 |");
+        crate::say!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
         for (kind, k) in kinds {
             let l = &k["latency_ms"];
             let f = |v: &serde_json::Value| v.as_f64().map_or("-".into(), |x| format!("{x:.0}"));
             crate::say!(
-                "| {kind} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {kind} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 k["proved"],
                 k["failed"],
                 f(&k["proofs_per_hour"]),
                 f(&l["p50"]),
                 f(&l["p90"]),
                 f(&l["p99"]),
-                f(&l["max"])
+                f(&l["max"]),
+                f(&k["queue_wait_ms"]["p50"]),
+                f(&k["run_ms"]["p50"]),
+                f(&k["outside_ms"]["p50"])
             );
         }
     }
@@ -414,6 +460,8 @@ mod tests {
         let o = |kind, ms, error: Option<&str>| Outcome {
             kind,
             latency: Duration::from_millis(ms),
+            queue_wait: Duration::from_millis(ms / 10),
+            run: Duration::from_millis(ms / 2),
             error: error.map(String::from),
         };
         let r = report(
@@ -430,5 +478,10 @@ mod tests {
         assert_eq!(r["kinds"]["porep-c2"]["failed"], 1);
         assert_eq!(r["kinds"]["porep-c2"]["proofs_per_hour"], 1.0);
         assert_eq!(r["kinds"]["porep-c2"]["errors"]["FAILED: x"], 1);
+        // The parts of a proved request's latency: its queue, its run, the rest outside.
+        assert_eq!(r["kinds"]["porep-c2"]["queue_wait_ms"]["p50"], 500.0);
+        assert_eq!(r["kinds"]["porep-c2"]["run_ms"]["max"], 2500.0);
+        assert_eq!(r["kinds"]["porep-c2"]["outside_ms"]["p50"], 2000.0);
+        assert_eq!(r["kinds"]["winning-post"]["outside_ms"]["p99"], 120.0);
     }
 }

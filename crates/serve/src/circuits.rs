@@ -11,9 +11,11 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use blstrs::Scalar;
 use ff::Field;
+use rayon::prelude::*;
 use zkpipe_filecoin::{FilecoinError, LoadedKey, Prover, Turn};
 use zkpipe_pipeline::{Engine, ProvingKey, Witness};
 use zkpipe_r1cs::{Recording, RecordingError};
@@ -22,6 +24,10 @@ use zkpipe_r1cs::{Recording, RecordingError};
 pub const SCALAR_BYTES: usize = 32;
 /// The longest circuit name.
 pub const MAX_NAME: usize = 64;
+
+/// How long a witness waits for the engine to lend memory for its values (lent rooms come
+/// back as the engine's jobs finish), as the Filecoin kinds' partitions wait.
+const LEND_WAIT: Duration = Duration::from_secs(3600);
 
 /// One circuit in the configuration: `[serve.circuits.NAME]`.
 #[derive(Debug, Clone, serde::Deserialize, serde::Serialize, PartialEq, Eq)]
@@ -153,9 +159,17 @@ impl Circuit {
     ) -> Result<Vec<u8>, FilecoinError> {
         let key = self.key(prover)?;
         let densities = self.recording.densities().clone();
+        // The values go into memory the engine lends, as a witness the engine's own producers
+        // make, rather than through its staging copy.
+        let mut aux = engine
+            .lend_aux(&key.key, LEND_WAIT)
+            .map_err(|source| FilecoinError::Circuit { source })?;
+        aux.extend_from_slice(&w.aux)
+            .map_err(|source| FilecoinError::Circuit { source })?;
+        drop(w.aux);
         let witness = Witness {
             input: w.input,
-            aux: w.aux.into(),
+            aux,
             a_aux_density: densities.a_aux,
             b_input_density: densities.b_input,
             b_aux_density: densities.b_aux,
@@ -336,16 +350,21 @@ pub fn from_bytes(what: &'static str, bytes: &[u8]) -> Result<Vec<Scalar>, Circu
             len: bytes.len(),
         });
     }
-    bytes
-        .chunks_exact(SCALAR_BYTES)
-        .enumerate()
-        .map(|(index, chunk)| {
-            let mut le = [0u8; SCALAR_BYTES];
-            le.copy_from_slice(chunk);
-            Option::from(Scalar::from_bytes_le(&le))
-                .ok_or(CircuitError::NonCanonical { what, index })
-        })
-        .collect()
+    let decode = |chunk: &[u8]| -> Option<Scalar> {
+        let mut le = [0u8; SCALAR_BYTES];
+        le.copy_from_slice(chunk);
+        Scalar::from_bytes_le(&le).into()
+    };
+    // Decoded on all cores; the first value out of the field found again in order, so that
+    // the error names the first.
+    let decoded: Option<Vec<Scalar>> = bytes.par_chunks_exact(SCALAR_BYTES).map(decode).collect();
+    decoded.ok_or_else(|| {
+        let index = bytes
+            .chunks_exact(SCALAR_BYTES)
+            .position(|chunk| decode(chunk).is_none())
+            .unwrap_or_default();
+        CircuitError::NonCanonical { what, index }
+    })
 }
 
 /// A witness's values as a request carries them: 32 bytes each, little-endian.

@@ -428,6 +428,34 @@ impl Listeners {
     }
 }
 
+/// HTTP/2 flow control for requests of tens to hundreds of MB, on either end: with the
+/// defaults (windows of 64 KiB to 1 MiB, frames of 16 KiB) a witness crosses a connection in
+/// thousands of window updates, and the calls that share it wait behind them.
+mod flow {
+    /// Bytes a call may send before its receiver grants more.
+    pub const STREAM_WINDOW: u32 = 32 << 20;
+    /// Bytes all calls of a connection may send before their receiver grants more.
+    pub const CONNECTION_WINDOW: u32 = 128 << 20;
+    /// The largest frame a receiver accepts.
+    pub const MAX_FRAME: u32 = 1 << 20;
+}
+
+/// A server builder with [`flow`]'s windows and frames.
+fn http2_server() -> Server {
+    Server::builder()
+        .initial_stream_window_size(flow::STREAM_WINDOW)
+        .initial_connection_window_size(flow::CONNECTION_WINDOW)
+        .max_frame_size(flow::MAX_FRAME)
+}
+
+/// A client endpoint with [`flow`]'s windows and frames.
+fn http2_client(endpoint: Endpoint) -> Endpoint {
+    endpoint
+        .initial_stream_window_size(flow::STREAM_WINDOW)
+        .initial_connection_window_size(flow::CONNECTION_WINDOW)
+        .max_frame_size(flow::MAX_FRAME)
+}
+
 /// Serves `service` on the configured socket (and TCP, and HTTP) until `shutdown` resolves.
 /// Every listener is checked and bound first; should one fail while serving, all stop.
 pub async fn serve(
@@ -457,7 +485,7 @@ pub async fn serve(
     };
     let resized = || tower::util::MapResponseLayer::new(refusals_as_the_contract_states);
     let unix = async {
-        Server::builder()
+        http2_server()
             .layer(resized())
             .add_service(grpc())
             .add_service(reflection.clone())
@@ -482,7 +510,7 @@ pub async fn serve(
         let svc = tonic::service::interceptor::InterceptedService::new(grpc(), check.clone());
         let reflection =
             tonic::service::interceptor::InterceptedService::new(reflection.clone(), check);
-        let mut builder = Server::builder();
+        let mut builder = http2_server();
         if let Some(tls) = tls {
             builder = builder.tls_config(tls).map_err(ServeError::Tls)?;
         }
@@ -519,7 +547,7 @@ pub async fn serve(
 pub async fn unix_channel(path: &Path) -> Result<Channel, tonic::transport::Error> {
     let path = path.to_path_buf();
     // The URI is not used: every connection goes to the socket.
-    Endpoint::from_static("http://localhost")
+    http2_client(Endpoint::from_static("http://localhost"))
         .connect_with_connector(tower::service_fn(move |_| {
             let path = path.clone();
             async move {
@@ -578,16 +606,15 @@ pub async fn connect_tcp(
     tls: Option<&ClientTls>,
 ) -> Result<TcpClient, Box<dyn std::error::Error + Send + Sync>> {
     let value = format!("Bearer {token}").parse()?;
-    let channel = match tls {
+    let endpoint = match tls {
         None => Endpoint::from_shared(format!("http://{addr}"))?,
         Some(tls) => Endpoint::from_shared(format!("https://{addr}"))?.tls_config(
             ClientTlsConfig::new()
                 .ca_certificate(Certificate::from_pem(&tls.ca_pem))
                 .domain_name(tls.domain.clone()),
         )?,
-    }
-    .connect()
-    .await?;
+    };
+    let channel = http2_client(endpoint).connect().await?;
     Ok(ProverClient::with_interceptor(channel, BearerToken(value))
         .max_decoding_message_size(usize::MAX)
         .max_encoding_message_size(usize::MAX))

@@ -3,7 +3,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use prost::Message;
 use tonic::{Request as GrpcRequest, Response, Status};
 use zkpipe_filecoin::{request as fil, FilecoinError, KeyKind, KeyName, PoRepC2, Request};
 
@@ -145,6 +144,70 @@ fn key_status(e: FilecoinError) -> Status {
     }
 }
 
+/// What decides whether a reused request id names the same job: the request's content, all
+/// but the id. Each field enters with its length, so that no bytes moved from one field to
+/// the next give the same digest; large fields are hashed on all cores.
+fn content_digest(req: &pb::SubmitRequest) -> blake3::Hash {
+    use pb::submit_request::Proof;
+    let pb::SubmitRequest {
+        request_id: _,
+        priority,
+        deadline_ms,
+        proof,
+    } = req;
+    let mut h = blake3::Hasher::new();
+    let mut field = |bytes: &[u8]| {
+        h.update(&(bytes.len() as u64).to_le_bytes());
+        match bytes.len() >= PARALLEL_HASH {
+            true => h.update_rayon(bytes),
+            false => h.update(bytes),
+        };
+    };
+    field(&priority.to_le_bytes());
+    field(&deadline_ms.to_le_bytes());
+    match proof {
+        None => field(b"none"),
+        Some(Proof::PorepC2(pb::PoRepC2 {
+            c1_json,
+            prover_id,
+            sector_id,
+            registered_proof,
+        })) => {
+            field(b"porep_c2");
+            field(c1_json);
+            field(prover_id);
+            field(&sector_id.to_le_bytes());
+            field(registered_proof.as_bytes());
+        }
+        Some(Proof::WindowPostJson(json)) => {
+            field(b"window_post_json");
+            field(json);
+        }
+        Some(Proof::WinningPostJson(json)) => {
+            field(b"winning_post_json");
+            field(json);
+        }
+        Some(Proof::SnapJson(json)) => {
+            field(b"snap_json");
+            field(json);
+        }
+        Some(Proof::CircuitWitness(pb::CircuitWitness {
+            circuit,
+            inputs,
+            aux,
+        })) => {
+            field(b"circuit_witness");
+            field(circuit.as_bytes());
+            field(inputs);
+            field(aux);
+        }
+    }
+    h.finalize()
+}
+
+/// Bytes from which a field is hashed on all cores (below, one core is faster).
+const PARALLEL_HASH: usize = 1 << 20;
+
 fn priority(p: i32, work: &Work) -> Result<Priority, Status> {
     match pb::Priority::try_from(p) {
         Ok(pb::Priority::Unspecified) => Ok(work.default_priority()),
@@ -178,14 +241,7 @@ impl ProverService {
                 req.request_id.len()
             )));
         }
-        // The content, all but the request id, decides whether a reused id is the same job.
-        let digest = blake3::hash(
-            &pb::SubmitRequest {
-                request_id: String::new(),
-                ..req.clone()
-            }
-            .encode_to_vec(),
-        );
+        let digest = content_digest(&req);
         let work = parse(req.proof, self.daemon.circuits())?;
         let priority = priority(req.priority, &work)?;
         let deadline = (req.deadline_ms > 0).then(|| Duration::from_millis(req.deadline_ms));
@@ -197,6 +253,18 @@ impl ProverService {
             queue_position: u32::try_from(s.ahead).unwrap_or(u32::MAX),
             existing: s.existing,
         })
+    }
+
+    /// [`Self::submit_checked`] on a thread for blocking work: hashing and decoding a request
+    /// of many MB would hold up the runtime's threads, which carry every other call's bytes.
+    async fn submit_off_runtime(
+        &self,
+        req: pb::SubmitRequest,
+    ) -> Result<pb::SubmitResponse, Status> {
+        let service = self.clone();
+        tokio::task::spawn_blocking(move || service.submit_checked(req))
+            .await
+            .map_err(|e| Status::internal(format!("checking the request: {e}")))?
     }
 
     async fn await_job(
@@ -257,7 +325,9 @@ impl pb::prover_server::Prover for ProverService {
         &self,
         request: GrpcRequest<pb::SubmitRequest>,
     ) -> Result<Response<pb::SubmitResponse>, Status> {
-        self.submit_checked(request.into_inner()).map(Response::new)
+        self.submit_off_runtime(request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn r#await(
@@ -273,7 +343,7 @@ impl pb::prover_server::Prover for ProverService {
         &self,
         request: GrpcRequest<pb::SubmitRequest>,
     ) -> Result<Response<pb::AwaitResponse>, Status> {
-        let submitted = self.submit_checked(request.into_inner())?;
+        let submitted = self.submit_off_runtime(request.into_inner()).await?;
         self.await_job(&submitted.job_id, None)
             .await
             .map(Response::new)
@@ -422,5 +492,55 @@ fn key_to_pb(k: &zkpipe_filecoin::ResidentKey) -> pb::KeyStatus {
         trust: k.trust.to_string(),
         references: u32::try_from(k.references).unwrap_or(u32::MAX),
         tier: k.tier.name().to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn witness(circuit: &str, inputs: &[u8], aux: &[u8]) -> pb::SubmitRequest {
+        pb::SubmitRequest {
+            request_id: "a".into(),
+            priority: 0,
+            deadline_ms: 0,
+            proof: Some(pb::submit_request::Proof::CircuitWitness(
+                pb::CircuitWitness {
+                    circuit: circuit.into(),
+                    inputs: inputs.to_vec(),
+                    aux: aux.to_vec(),
+                },
+            )),
+        }
+    }
+
+    #[test]
+    fn a_request_digest_is_of_its_content_not_its_id() {
+        let big = vec![7u8; 3 << 20];
+        let one = witness("c", &[1; 32], &big);
+        let renamed = pb::SubmitRequest {
+            request_id: "b".into(),
+            ..one.clone()
+        };
+        assert_eq!(content_digest(&one), content_digest(&renamed));
+        let mut changed = big.clone();
+        changed[2 << 20] = 8;
+        let others = [
+            witness("c", &[1; 32], &changed),
+            pb::SubmitRequest {
+                priority: 2,
+                ..one.clone()
+            },
+            pb::SubmitRequest {
+                deadline_ms: 1,
+                ..one.clone()
+            },
+            // The same bytes split between the fields otherwise.
+            witness("c", &[[1; 32], [7; 32]].concat(), &big[32..]),
+            witness("c1", &[], &big),
+        ];
+        for other in &others {
+            assert_ne!(content_digest(&one), content_digest(other));
+        }
     }
 }
