@@ -446,6 +446,31 @@ mod tests {
     }
 
     #[test]
+    fn calls_in_turn_take_each_connection_once_a_round() {
+        let answering = |job: &'static str| -> ProveCall {
+            Arc::new(move |_| {
+                Box::pin(async move {
+                    Ok(pb::AwaitResponse {
+                        job_id: job.into(),
+                        ..Default::default()
+                    })
+                })
+            })
+        };
+        let call = in_turn(vec![answering("a"), answering("b"), answering("c")]);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime");
+        let jobs: Vec<String> = (0..7)
+            .map(|_| {
+                let answer = rt.block_on(call(pb::SubmitRequest::default()));
+                answer.expect("answered").job_id
+            })
+            .collect();
+        assert_eq!(jobs, ["a", "b", "c", "a", "b", "c", "a"]);
+    }
+
+    #[test]
     fn percentiles_take_the_nearest_rank() {
         let ms: Vec<f64> = (1..=100).map(f64::from).collect();
         assert_eq!(percentile(&ms, 50.0), 50.0);
