@@ -9,7 +9,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         out.join("zkpipe_v1_descriptor.bin"),
         prost::Message::encode_to_vec(&files),
     )?;
-    tonic_prost_build::configure().compile_fds(files)?;
+    // A witness's values as `bytes::Bytes`: decoded from the received buffer without a copy,
+    // and cloned by a client without one.
+    tonic_prost_build::configure()
+        .bytes(".zkpipe.v1.CircuitWitness")
+        .compile_fds(files)?;
     println!("cargo:rerun-if-changed=proto");
     Ok(())
 }

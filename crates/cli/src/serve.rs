@@ -332,8 +332,13 @@ impl Submission {
             ProofArg::Snap { request } => Proof::SnapJson(read(request)?),
             ProofArg::Circuit { name, inputs, aux } => Proof::CircuitWitness(pb::CircuitWitness {
                 circuit: name.clone(),
-                inputs: inputs.as_ref().map(read).transpose()?.unwrap_or_default(),
-                aux: read(aux)?,
+                inputs: inputs
+                    .as_ref()
+                    .map(read)
+                    .transpose()?
+                    .unwrap_or_default()
+                    .into(),
+                aux: read(aux)?.into(),
             }),
         };
         let priority = match self.priority {

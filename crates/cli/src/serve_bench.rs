@@ -200,8 +200,8 @@ impl BenchArgs {
                 kind: "circuit",
                 proof: Proof::CircuitWitness(pb::CircuitWitness {
                     circuit: c.name.clone(),
-                    inputs: w.inputs,
-                    aux: w.aux,
+                    inputs: w.inputs.into(),
+                    aux: w.aux.into(),
                 }),
                 pace: Pace::InFlight(self.circuit_in_flight),
             });

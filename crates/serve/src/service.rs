@@ -507,8 +507,8 @@ mod tests {
             proof: Some(pb::submit_request::Proof::CircuitWitness(
                 pb::CircuitWitness {
                     circuit: circuit.into(),
-                    inputs: inputs.to_vec(),
-                    aux: aux.to_vec(),
+                    inputs: inputs.to_vec().into(),
+                    aux: aux.to_vec().into(),
                 },
             )),
         }

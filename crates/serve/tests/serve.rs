@@ -1017,8 +1017,8 @@ fn circuit_files(
 fn circuit_witness(circuit: &str, inputs: &[blstrs::Scalar], aux: &[blstrs::Scalar]) -> Proof {
     Proof::CircuitWitness(pb::CircuitWitness {
         circuit: circuit.into(),
-        inputs: zkpipe_serve::circuits::to_bytes(inputs),
-        aux: zkpipe_serve::circuits::to_bytes(aux),
+        inputs: zkpipe_serve::circuits::to_bytes(inputs).into(),
+        aux: zkpipe_serve::circuits::to_bytes(aux).into(),
     })
 }
 
@@ -1166,13 +1166,15 @@ fn a_registered_circuit_is_proved_from_its_witness_over_the_socket_and_tcp() {
         assert!(e.contains(&format!("{} values", aux.len() - 1)), "{e}");
         let mut ragged = circuit_witness("random", &inputs, &aux);
         if let Proof::CircuitWitness(w) = &mut ragged {
-            w.aux.pop();
+            w.aux.truncate(w.aux.len() - 1);
         }
         let e = refused(c.submit(submit("ragged", ragged)).await);
         assert!(e.contains("not a whole number"), "{e}");
         let mut high = circuit_witness("random", &inputs, &aux);
         if let Proof::CircuitWitness(w) = &mut high {
-            w.inputs[32..64].fill(0xff);
+            let mut inputs = w.inputs.to_vec();
+            inputs[32..64].fill(0xff);
+            w.inputs = inputs.into();
         }
         let e = refused(c.submit(submit("high", high)).await);
         assert!(e.contains("inputs[1]: not a canonical scalar"), "{e}");
