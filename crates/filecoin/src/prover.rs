@@ -232,16 +232,17 @@ impl Prover {
         crate::kinds::prove(self, engine, request, turn)
     }
 
-    /// One proof of any circuit on `engine`: `witness` under `key`, waiting for its engine
-    /// slot in `turn` beside the Filecoin partitions (so that a circuit of a registered kind
-    /// takes its turn by priority like theirs). The engine checks the proof before it is
-    /// returned. Once `turn.cancel` is set before its turn comes, it ends
-    /// [`FilecoinError::Cancelled`] unrun.
+    /// One proof of any circuit on `engine`: the witness `witness` makes under `key`, once
+    /// the proof has its engine slot in `turn` beside the Filecoin partitions (so that a
+    /// circuit of a registered kind takes its turn by priority like theirs, and memory it
+    /// borrows from the engine is held by no more proofs than the engine has slots). The
+    /// engine checks the proof before it is returned. Once `turn.cancel` is set before its
+    /// turn comes, it ends [`FilecoinError::Cancelled`] unrun.
     pub fn prove_circuit(
         &self,
         engine: &Engine,
         key: &LoadedKey,
-        witness: Witness,
+        witness: impl FnOnce() -> Result<Witness, FilecoinError>,
         turn: Turn<'_>,
     ) -> Result<(Proof, JobReport), FilecoinError> {
         let _on_engine = self
@@ -252,6 +253,7 @@ impl Prover {
                 proved: 0,
                 partitions: 1,
             })?;
+        let witness = witness()?;
         engine
             .submit(&key.key, witness, self.options.randomness)
             .and_then(JobHandle::wait_report)

@@ -158,16 +158,25 @@ impl Circuit {
         turn: Turn<'_>,
     ) -> Result<Vec<u8>, FilecoinError> {
         let key = self.key(prover)?;
+        let witness = || self.lent_witness(engine, &key.key, w);
+        let (proof, _) = prover.prove_circuit(engine, &key, witness, turn)?;
+        Ok(proof.to_bytes().to_vec())
+    }
+
+    /// `w` as the engine proves it: its aux values copied into memory the engine lends, as a
+    /// witness the engine's own producers make, rather than staged by the engine from a
+    /// vector; a, b and c left to the engine to evaluate from the recording.
+    fn lent_witness(
+        &self,
+        engine: &Engine,
+        key: &ProvingKey,
+        w: CircuitWitness,
+    ) -> Result<Witness, FilecoinError> {
+        let lent = |source| FilecoinError::Circuit { source };
+        let mut aux = engine.lend_aux(key, LEND_WAIT).map_err(lent)?;
+        aux.extend_from_slice(&w.aux).map_err(lent)?;
         let densities = self.recording.densities().clone();
-        // The values go into memory the engine lends, as a witness the engine's own producers
-        // make, rather than through its staging copy.
-        let mut aux = engine
-            .lend_aux(&key.key, LEND_WAIT)
-            .map_err(|source| FilecoinError::Circuit { source })?;
-        aux.extend_from_slice(&w.aux)
-            .map_err(|source| FilecoinError::Circuit { source })?;
-        drop(w.aux);
-        let witness = Witness {
+        Ok(Witness {
             input: w.input,
             aux,
             a_aux_density: densities.a_aux,
@@ -175,9 +184,7 @@ impl Circuit {
             b_aux_density: densities.b_aux,
             recording: Some(Arc::clone(&self.recording)),
             ..Witness::default()
-        };
-        let (proof, _) = prover.prove_circuit(engine, &key, witness, turn)?;
-        Ok(proof.to_bytes().to_vec())
+        })
     }
 
     /// Checks that the recording and the key are of one circuit: the numbers of inputs, aux
