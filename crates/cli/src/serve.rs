@@ -516,11 +516,12 @@ macro_rules! call {
                 Ok(())
             }
             ClientCommand::Bench(args) => {
-                let mut calls = vec![prove_call!(c)];
+                let first = prove_call!(c);
+                let mut rest = Vec::new();
                 for _ in 1..args.connections {
-                    calls.push(prove_call!($connect.await?));
+                    rest.push(prove_call!($connect.await?));
                 }
-                crate::serve_bench::run(args, crate::serve_bench::in_turn(calls)).await
+                crate::serve_bench::run(args, crate::serve_bench::in_turn(first, rest)).await
             }
             ClientCommand::Preload(k) => {
                 let r = c

@@ -91,8 +91,9 @@ pub type ProveCall = Arc<
         + Sync,
 >;
 
-/// The calls `calls` make, taken in turn.
-pub fn in_turn(calls: Vec<ProveCall>) -> ProveCall {
+/// The calls `first` and `rest` make, taken in turn (`first` alone when `rest` is empty).
+pub fn in_turn(first: ProveCall, rest: Vec<ProveCall>) -> ProveCall {
+    let calls: Vec<ProveCall> = std::iter::once(first).chain(rest).collect();
     let next = std::sync::atomic::AtomicUsize::new(0);
     Arc::new(move |req| {
         let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -457,7 +458,7 @@ mod tests {
                 })
             })
         };
-        let call = in_turn(vec![answering("a"), answering("b"), answering("c")]);
+        let call = in_turn(answering("a"), vec![answering("b"), answering("c")]);
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .expect("a runtime");
