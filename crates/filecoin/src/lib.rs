@@ -194,6 +194,12 @@ pub enum FilecoinError {
     /// A key that a job (or anything besides the cache) holds cannot be evicted.
     #[error("key {id} is in use ({references} references besides the cache's)")]
     KeyInUse { id: String, references: usize },
+    /// The witness of a proof of a circuit other than Filecoin's ([`Prover::prove_circuit`])
+    /// could not be made by its caller's closure.
+    #[error("the witness: {source}")]
+    Witness {
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// A proof of a circuit other than Filecoin's ([`Prover::prove_circuit`]) failed on the
     /// engine, or its witness was refused there.
     #[error("{source}")]

@@ -15,7 +15,9 @@ use std::time::Duration;
 
 use blstrs::Scalar;
 use ff::Field;
+use prost::bytes::Bytes;
 use rayon::prelude::*;
+use zkpipe_field::Fr;
 use zkpipe_filecoin::{FilecoinError, LoadedKey, Prover, Turn};
 use zkpipe_pipeline::{Engine, ProvingKey, Witness};
 use zkpipe_r1cs::{Recording, RecordingError};
@@ -67,7 +69,7 @@ pub struct CircuitWitness {
     circuit: Arc<Circuit>,
     /// The public inputs, the constant one first.
     input: Vec<Scalar>,
-    aux: Vec<Scalar>,
+    aux: CheckedValues,
 }
 
 impl std::fmt::Debug for CircuitWitness {
@@ -174,7 +176,12 @@ impl Circuit {
     ) -> Result<Witness, FilecoinError> {
         let lent = |source| FilecoinError::Circuit { source };
         let mut aux = engine.lend_aux(key, LEND_WAIT).map_err(lent)?;
-        aux.extend_from_slice(&w.aux).map_err(lent)?;
+        let slots = aux.append_slots(w.aux.len()).map_err(lent)?;
+        w.aux
+            .write_into(slots)
+            .map_err(|e| FilecoinError::Witness {
+                source: Box::new(e),
+            })?;
         let densities = self.recording.densities().clone();
         Ok(Witness {
             input: w.input,
@@ -278,7 +285,7 @@ impl Circuits {
         &self,
         name: &str,
         inputs: &[u8],
-        aux: &[u8],
+        aux: Bytes,
     ) -> Result<CircuitWitness, CircuitError> {
         let circuit = self
             .by_name
@@ -290,8 +297,10 @@ impl Circuits {
         let shape = circuit.recording.shape();
         let mut input = Vec::with_capacity(shape.inputs);
         input.push(Scalar::ONE);
-        input.extend(scalars("inputs", inputs, shape.inputs - 1, name)?);
-        let aux = scalars("aux", aux, shape.aux, name)?;
+        expect_count("inputs", inputs, shape.inputs - 1, name)?;
+        input.extend(from_bytes("inputs", inputs)?);
+        expect_count("aux", &aux, shape.aux, name)?;
+        let aux = CheckedValues::check("aux", aux)?;
         Ok(CircuitWitness {
             circuit: Arc::clone(circuit),
             input,
@@ -328,47 +337,160 @@ impl CircuitWitness {
     }
 }
 
-/// `expected` scalars from `bytes`, each checked canonical.
-fn scalars(
+/// Refuses whole values of `bytes` that are not `expected` of them, before a value is read
+/// (bytes that are not whole values are refused as such when they are read).
+fn expect_count(
     what: &'static str,
     bytes: &[u8],
     expected: usize,
     circuit: &str,
-) -> Result<Vec<Scalar>, CircuitError> {
+) -> Result<(), CircuitError> {
     let got = bytes.len() / SCALAR_BYTES;
-    if bytes.len().is_multiple_of(SCALAR_BYTES) && got != expected {
-        // Refused before a value is decoded.
-        return Err(CircuitError::Count {
+    match bytes.len().is_multiple_of(SCALAR_BYTES) && got != expected {
+        true => Err(CircuitError::Count {
             what,
             circuit: circuit.to_string(),
             got,
             expected,
-        });
+        }),
+        false => Ok(()),
     }
-    from_bytes(what, bytes)
+}
+
+/// A witness's values as a request carried them ([`to_bytes`]), each checked canonical when
+/// the request came and converted into the engine's form only when written where the engine
+/// reads them: a queued witness holds its request's bytes and no second copy of its values.
+pub struct CheckedValues {
+    what: &'static str,
+    bytes: Bytes,
+}
+
+/// The counts alone: a witness's values never appear in a log.
+impl std::fmt::Debug for CheckedValues {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CheckedValues")
+            .field("what", &self.what)
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+impl CheckedValues {
+    /// `bytes` as values: refused when not a whole number of values or when a value is not
+    /// canonical (the error names the first).
+    pub fn check(what: &'static str, bytes: Bytes) -> Result<Self, CircuitError> {
+        check_whole(what, &bytes)?;
+        let first_bad = bytes
+            .par_chunks_exact(SCALAR_BYTES)
+            .position_first(|v| !is_canonical(v));
+        match first_bad {
+            Some(index) => Err(CircuitError::NonCanonical { what, index }),
+            None => Ok(Self { what, bytes }),
+        }
+    }
+
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        self.bytes.len() / SCALAR_BYTES
+    }
+
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// Writes the values into `out` (one place for each), in the engine's form, on all cores.
+    pub fn write_into(&self, out: &mut [Fr]) -> Result<(), CircuitError> {
+        if out.len() != self.len() {
+            return Err(CircuitError::Count {
+                what: self.what,
+                circuit: "(the room lent for it)".to_string(),
+                got: self.len(),
+                expected: out.len(),
+            });
+        }
+        const VALUES: usize = 1 << 14;
+        let first_bad = out
+            .par_chunks_mut(VALUES)
+            .zip(self.bytes.par_chunks(VALUES * SCALAR_BYTES))
+            .enumerate()
+            .find_map_first(|(chunk, (dst, src))| {
+                let bad = dst
+                    .iter_mut()
+                    .zip(src.chunks_exact(SCALAR_BYTES))
+                    .position(|(d, v)| match decode(v) {
+                        Some(s) => {
+                            *d = Fr::from(s);
+                            false
+                        }
+                        None => true,
+                    });
+                bad.map(|i| chunk * VALUES + i)
+            });
+        match first_bad {
+            Some(index) => Err(CircuitError::NonCanonical {
+                what: self.what,
+                index,
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The field's modulus r as little-endian 64-bit limbs.
+const MODULUS: [u64; 4] = [
+    0xffff_ffff_0000_0001,
+    0x53bd_a402_fffe_5bfe,
+    0x3339_d808_09a1_d805,
+    0x73ed_a753_299d_7d48,
+];
+
+/// Whether a value's 32 little-endian bytes are below the modulus: a comparison, with no
+/// conversion into Montgomery form.
+fn is_canonical(value: &[u8]) -> bool {
+    let limb = |i: usize| {
+        let mut le = [0u8; 8];
+        le.copy_from_slice(&value[i * 8..i * 8 + 8]);
+        u64::from_le_bytes(le)
+    };
+    for i in (0..4).rev() {
+        let (v, r) = (limb(i), MODULUS[i]);
+        if v != r {
+            return v < r;
+        }
+    }
+    false
+}
+
+/// One value from its 32 bytes (none when it is not canonical).
+fn decode(value: &[u8]) -> Option<Scalar> {
+    let mut le = [0u8; SCALAR_BYTES];
+    le.copy_from_slice(value);
+    Scalar::from_bytes_le(&le).into()
+}
+
+/// Refuses bytes that are not a whole number of values.
+fn check_whole(what: &'static str, bytes: &[u8]) -> Result<(), CircuitError> {
+    match bytes.chunks_exact(SCALAR_BYTES).remainder().is_empty() {
+        true => Ok(()),
+        false => Err(CircuitError::Ragged {
+            what,
+            len: bytes.len(),
+        }),
+    }
 }
 
 /// A witness's values from the bytes a request carries them in ([`to_bytes`]): refused when
 /// not a whole number of values or when a value is not canonical.
 pub fn from_bytes(what: &'static str, bytes: &[u8]) -> Result<Vec<Scalar>, CircuitError> {
-    if !bytes.chunks_exact(SCALAR_BYTES).remainder().is_empty() {
-        return Err(CircuitError::Ragged {
-            what,
-            len: bytes.len(),
-        });
-    }
-    let decode = |chunk: &[u8]| -> Option<Scalar> {
-        let mut le = [0u8; SCALAR_BYTES];
-        le.copy_from_slice(chunk);
-        Scalar::from_bytes_le(&le).into()
-    };
+    check_whole(what, bytes)?;
     // Decoded on all cores; the first value out of the field found again in order, so that
     // the error names the first.
     let decoded: Option<Vec<Scalar>> = bytes.par_chunks_exact(SCALAR_BYTES).map(decode).collect();
     decoded.ok_or_else(|| {
         let index = bytes
             .chunks_exact(SCALAR_BYTES)
-            .position(|chunk| decode(chunk).is_none())
+            .position(|v| decode(v).is_none())
             .unwrap_or_default();
         CircuitError::NonCanonical { what, index }
     })
@@ -377,4 +499,122 @@ pub fn from_bytes(what: &'static str, bytes: &[u8]) -> Result<Vec<Scalar>, Circu
 /// A witness's values as a request carries them: 32 bytes each, little-endian.
 pub fn to_bytes(values: &[Scalar]) -> Vec<u8> {
     values.iter().flat_map(Scalar::to_bytes_le).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ff::PrimeField;
+
+    /// r - 1, r and r + 1, 2^256 - 1 and small values, little-endian.
+    fn edges() -> Vec<[u8; 32]> {
+        let limbs = |l: [u64; 4]| {
+            let mut le = [0u8; 32];
+            for (i, v) in l.iter().enumerate() {
+                le[i * 8..i * 8 + 8].copy_from_slice(&v.to_le_bytes());
+            }
+            le
+        };
+        let r = MODULUS;
+        vec![
+            [0; 32],
+            limbs([1, 0, 0, 0]),
+            limbs([r[0] - 1, r[1], r[2], r[3]]),
+            limbs(r),
+            limbs([r[0] + 1, r[1], r[2], r[3]]),
+            limbs([0, 0, 0, r[3]]),
+            limbs([u64::MAX, u64::MAX, u64::MAX, r[3] - 1]),
+            limbs([0, 0, r[2] + 1, r[3]]),
+            [0xff; 32],
+        ]
+    }
+
+    #[test]
+    fn the_modulus_is_the_fields() {
+        let hex: String = MODULUS.iter().rev().map(|l| format!("{l:016x}")).collect();
+        assert_eq!(format!("0x{hex}"), Scalar::MODULUS);
+    }
+
+    #[test]
+    fn the_comparison_agrees_with_blstrs_on_edges_and_random_values() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut random = || {
+            let mut le = [0u8; 32];
+            for b in le.iter_mut() {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                *b = (state >> 56) as u8;
+            }
+            // Half of them below 2^255, where most are canonical.
+            le[31] &= 0x7f | (le[0] & 0x80);
+            le
+        };
+        let values: Vec<[u8; 32]> = edges()
+            .into_iter()
+            .chain((0..2000).map(|_| random()))
+            .collect();
+        let (mut canonical, mut not) = (0, 0);
+        for v in &values {
+            let blst = Option::<Scalar>::from(Scalar::from_bytes_le(v)).is_some();
+            assert_eq!(is_canonical(v), blst, "{v:02x?}");
+            match blst {
+                true => canonical += 1,
+                false => not += 1,
+            }
+        }
+        assert!(
+            canonical > 100 && not > 100,
+            "{canonical} canonical, {not} not"
+        );
+    }
+
+    #[test]
+    fn checked_values_are_written_as_the_engine_reads_them() {
+        let values: Vec<Scalar> = (0..40_000u64)
+            .map(|i| Scalar::from(i * i + 3).invert().unwrap())
+            .collect();
+        let checked = CheckedValues::check("aux", Bytes::from(to_bytes(&values))).unwrap();
+        assert_eq!(checked.len(), values.len());
+        let mut out = vec![Fr::default(); values.len()];
+        checked.write_into(&mut out).unwrap();
+        let expected: Vec<Fr> = values.iter().map(|&s| Fr::from(s)).collect();
+        assert!(out == expected);
+        let mut short = vec![Fr::default(); values.len() - 1];
+        assert!(matches!(
+            checked.write_into(&mut short),
+            Err(CircuitError::Count {
+                got: 40_000,
+                expected: 39_999,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn the_first_value_out_of_the_field_is_named() {
+        let mut bytes = to_bytes(&vec![Scalar::ONE; 50_000]);
+        for index in [40_000, 30_001] {
+            bytes[index * SCALAR_BYTES..(index + 1) * SCALAR_BYTES].copy_from_slice(&edges()[3]);
+        }
+        let e = CheckedValues::check("aux", Bytes::from(bytes.clone())).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                CircuitError::NonCanonical {
+                    what: "aux",
+                    index: 30_001
+                }
+            ),
+            "{e}"
+        );
+        let e = from_bytes("aux", &bytes).unwrap_err();
+        assert!(
+            matches!(e, CircuitError::NonCanonical { index: 30_001, .. }),
+            "{e}"
+        );
+        bytes.pop();
+        let e = CheckedValues::check("aux", Bytes::from(bytes)).unwrap_err();
+        assert!(matches!(e, CircuitError::Ragged { len, .. } if len == 50_000 * 32 - 1));
+    }
 }

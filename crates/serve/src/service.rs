@@ -52,7 +52,7 @@ fn parse(proof: Option<pb::submit_request::Proof>, circuits: &Circuits) -> Resul
     use pb::submit_request::Proof;
     match proof {
         Some(Proof::CircuitWitness(w)) => circuits
-            .witness(&w.circuit, &w.inputs, &w.aux)
+            .witness(&w.circuit, &w.inputs, w.aux)
             .map(Work::Circuit)
             .map_err(|e: CircuitError| invalid(format!("circuit_witness: {e}"))),
         other => parse_filecoin(other).map(Work::Filecoin),

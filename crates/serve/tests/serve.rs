@@ -1249,7 +1249,7 @@ fn on_the_gpu_proofs_equal_the_cpus_and_an_evicted_key_leaves_the_device() {
     let prove_both = |d: &Daemon| {
         let w = d
             .circuits()
-            .witness("random", &inputs, &aux)
+            .witness("random", &inputs, aux.clone().into())
             .expect("a witness");
         let circuit = d
             .submit(
