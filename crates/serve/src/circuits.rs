@@ -120,6 +120,12 @@ pub enum CircuitError {
         got: usize,
         expected: usize,
     },
+    #[error("{what}: {values} values for room for {room}")]
+    Room {
+        what: &'static str,
+        values: usize,
+        room: usize,
+    },
     #[error("{what}[{index}]: not a canonical scalar (32 bytes, little-endian, below the field's modulus)")]
     NonCanonical { what: &'static str, index: usize },
 }
@@ -402,11 +408,10 @@ impl CheckedValues {
     /// Writes the values into `out` (one place for each), in the engine's form, on all cores.
     pub fn write_into(&self, out: &mut [Fr]) -> Result<(), CircuitError> {
         if out.len() != self.len() {
-            return Err(CircuitError::Count {
+            return Err(CircuitError::Room {
                 what: self.what,
-                circuit: "(the room lent for it)".to_string(),
-                got: self.len(),
-                expected: out.len(),
+                values: self.len(),
+                room: out.len(),
             });
         }
         const VALUES: usize = 1 << 14;
@@ -583,9 +588,9 @@ mod tests {
         let mut short = vec![Fr::default(); values.len() - 1];
         assert!(matches!(
             checked.write_into(&mut short),
-            Err(CircuitError::Count {
-                got: 40_000,
-                expected: 39_999,
+            Err(CircuitError::Room {
+                values: 40_000,
+                room: 39_999,
                 ..
             })
         ));
