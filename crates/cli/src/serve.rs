@@ -136,7 +136,8 @@ pub fn serve(a: &ServeArgs) -> Result<(), Failure> {
 
 /// Page-locked memory a GPU daemon lends its partitions' witnesses when the configuration
 /// names none: one 32 GiB PoRep partition's aux values (the recorded path's witness, the
-/// largest of Filecoin's kinds) for each partition synthesizing or on the engine at once. It
+/// largest of Filecoin's kinds) for each partition synthesizing or on the engine at once (the
+/// engine's slots: its workers, one routine partition waiting, one kept for urgent work). It
 /// is allocated as first needed, so smaller sectors take only what they use. Without a pool
 /// a GPU engine lends nothing and every Filecoin proof would fail.
 fn with_witness_pool(
@@ -147,7 +148,7 @@ fn with_witness_pool(
     if engine.backend == Backend::Cpu || engine.pinned_witness > 0 {
         return engine;
     }
-    let partitions = synthesis_threads.max(1) + engine.workers_per_device.max(1) + 1;
+    let partitions = synthesis_threads.max(1) + engine.workers_per_device.max(1) + 2;
     let bytes = partitions * PARTITION_AUX;
     crate::say!("pinned_witness not set: up to {bytes} bytes of page-locked memory for witnesses ({partitions} partitions' aux values)");
     engine.with_pinned_witness(bytes)

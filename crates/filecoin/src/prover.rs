@@ -255,7 +255,12 @@ impl Prover {
             })?;
         let witness = witness()?;
         engine
-            .submit(&key.key, witness, self.options.randomness)
+            .submit_in(
+                &key.key,
+                witness,
+                self.options.randomness,
+                turn.priority.lane(),
+            )
             .and_then(JobHandle::wait_report)
             .map_err(|source| FilecoinError::Circuit { source })
     }
@@ -543,7 +548,12 @@ impl Prover {
         let synthesis_ms = started.elapsed().as_secs_f64() * 1e3;
         let on_engine = self.gates.engine.enter(turn).ok_or_else(cancelled)?;
         let handle = engine
-            .submit(&key.key, witness, self.options.randomness)
+            .submit_in(
+                &key.key,
+                witness,
+                self.options.randomness,
+                turn.priority.lane(),
+            )
             .map_err(|e| job_error(key, k, e))?;
         drop(synthesizing);
         Ok(Submitted {

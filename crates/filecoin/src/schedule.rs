@@ -13,6 +13,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
+use zkpipe_pipeline::Lane;
+
 use crate::Request;
 
 /// How urgent a proof is. Higher levels go first at every gate.
@@ -59,6 +61,15 @@ impl Priority {
         self >= Priority::High
     }
 
+    /// The engine's lane for a partition of this priority: urgent work is taken before
+    /// routine jobs queued in the engine ahead of it.
+    pub fn lane(self) -> Lane {
+        match self.is_urgent() {
+            true => Lane::Urgent,
+            false => Lane::Routine,
+        }
+    }
+
     fn index(self) -> usize {
         self as usize
     }
@@ -71,9 +82,11 @@ pub struct Scheduling {
     /// Partitions synthesized at once across all proofs (each holds a lent witness from the
     /// start of its synthesis until its job is on the engine).
     pub synthesis_slots: usize,
-    /// Partitions on the engine at once (queued there or running) across all proofs: the
-    /// engine's workers and one more, so that the next partition is waiting when a worker
-    /// frees and an urgent one is first in line.
+    /// Partitions on the engine at once (queued there or running) across all proofs: one for
+    /// each of the engine's workers, one more routine partition waiting in the engine so
+    /// that a worker that frees takes it at once rather than waiting while the next is made,
+    /// and one kept for urgent work (which the engine takes before queued routine jobs: its
+    /// urgent lane).
     pub engine_slots: usize,
     /// Host bytes the partitions synthesizing at once may take together, each by its
     /// estimate ([`crate::prover::synthesis_bytes`]).
@@ -94,7 +107,7 @@ impl Scheduling {
     pub fn for_engine(workers: usize, synthesis_slots: usize) -> Self {
         Self {
             synthesis_slots: synthesis_slots.max(1),
-            engine_slots: workers.max(1) + 1,
+            engine_slots: workers.max(1) + 2,
             synthesis_bytes: usize::MAX,
         }
     }
@@ -384,6 +397,49 @@ mod tests {
             assert!(t.join().unwrap());
         }
         assert_eq!(*order.lock().unwrap(), ["c1", "c2", "h1", "n1", "n2", "l1"]);
+    }
+
+    #[test]
+    fn an_engine_of_two_workers_takes_three_routine_partitions_and_keeps_one_for_urgent_work() {
+        let gates = Gates::new(Scheduling::for_engine(2, 3));
+        assert_eq!(
+            gates.engine.capacity(),
+            4,
+            "two workers, one waiting, one kept"
+        );
+        let routine: Vec<_> = (0..3)
+            .map(|_| gates.engine.enter(Turn::NORMAL).expect("room"))
+            .collect();
+        assert_eq!(gates.engine.in_use(), 3);
+        let cancel = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let fourth = s.spawn(|| {
+                let turn = Turn {
+                    priority: Priority::Normal,
+                    cancel: Some(&cancel),
+                };
+                gates.engine.enter(turn).is_some()
+            });
+            wait_until(|| waiting(&gates.engine) == 1);
+            std::thread::sleep(Duration::from_millis(50));
+            assert_eq!(gates.engine.in_use(), 3, "a fourth routine partition waits");
+            let urgent = Turn {
+                priority: Priority::Critical,
+                cancel: None,
+            };
+            let critical = gates.engine.enter(urgent).expect("the kept slot");
+            assert_eq!(gates.engine.in_use(), 4);
+            cancel.store(true, Ordering::SeqCst);
+            assert!(!fourth.join().unwrap(), "the fourth entered");
+            drop(critical);
+        });
+        drop(routine);
+        assert_eq!(gates.engine.in_use(), 0);
+        // Urgent partitions go to the engine's urgent lane, routine ones to its routine lane.
+        assert_eq!(Priority::Critical.lane(), Lane::Urgent);
+        assert_eq!(Priority::High.lane(), Lane::Urgent);
+        assert_eq!(Priority::Normal.lane(), Lane::Routine);
+        assert_eq!(Priority::Low.lane(), Lane::Routine);
     }
 
     #[test]

@@ -52,7 +52,7 @@ pub use config::file::parse_bytes;
 pub use config::{
     Backend, Config, G2Placement, OnDeviceFailure, ProofCheck, StreamedPoints, CONFIG_MAX,
 };
-pub use engine::{Engine, JobHandle, Quarantine, Randomness, Refused};
+pub use engine::{Engine, JobHandle, Lane, Quarantine, Randomness, Refused};
 pub use error::{DeviceFault, ProofFault, ProveError};
 pub use key::{KeyParts, PreparedVerifyingKey, ProvingKey, VerifyingKey};
 pub use params::{read_params, read_params_unchecked, ParamsError, PointProblem};

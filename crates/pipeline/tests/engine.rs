@@ -11,7 +11,7 @@ use zkpipe_msm::testgen::off_subgroup_g1;
 use zkpipe_msm::MsmError;
 use zkpipe_pipeline::testgen::{random_key_parts, random_witness, Shape, WitnessSource};
 use zkpipe_pipeline::{
-    Backend, Config, Engine, ProofCheck, ProveError, ProvingKey, Randomness, Scalars,
+    Backend, Config, Engine, Lane, ProofCheck, ProveError, ProvingKey, Randomness, Scalars,
 };
 
 fn shape() -> Shape {
@@ -332,6 +332,57 @@ fn a_job_whose_deadline_passes_in_the_queue_is_dropped_unrun() {
     in_time.wait().unwrap();
     let st = engine.shutdown();
     assert_eq!((st.done, st.failed), (2, 1), "{st:?}");
+}
+
+#[test]
+fn an_urgent_job_is_taken_before_routine_jobs_queued_ahead_of_it() {
+    let s = shape();
+    let key = std::sync::Arc::new(ProvingKey::new(random_key_parts(&s, 5)).unwrap());
+    let (slow_key, slow) = slow_job();
+    let routine_shape = Shape {
+        log_n: 12,
+        aux: (1 << 12) - 10,
+        ..s
+    };
+    let routine_key = std::sync::Arc::new(
+        ProvingKey::new_unchecked(random_key_parts(&routine_shape, 3)).unwrap(),
+    );
+    let engine = Engine::start(
+        Config::default()
+            .with_proof_check(ProofCheck::Off)
+            .with_backend(Backend::Cpu)
+            .with_queue_capacity(4),
+    )
+    .unwrap();
+    // The one worker is busy with the slow job while the others queue behind it.
+    let first = engine.submit(&slow_key, slow, Randomness::Random).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let routine = engine
+        .submit(
+            &routine_key,
+            random_witness(&routine_shape, 4),
+            Randomness::Random,
+        )
+        .unwrap();
+    let urgent = engine
+        .submit_in(
+            &key,
+            random_witness(&s, 5),
+            Randomness::Random,
+            Lane::Urgent,
+        )
+        .unwrap();
+    urgent.wait().unwrap();
+    assert!(
+        routine
+            .wait_timeout(std::time::Duration::from_millis(0))
+            .is_none(),
+        "the routine job queued first ran before the urgent one"
+    );
+    first.wait().unwrap();
+    routine.wait().unwrap();
+    let st = engine.shutdown();
+    assert_eq!((st.done, st.failed), (3, 0), "{st:?}");
 }
 
 #[test]

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use blstrs::Scalar;
 use crossbeam::channel::{Receiver, Sender};
 
+use super::queue::{Lane, Laned};
 use crate::{JobReport, Proof, ProveError, ProvingKey, Witness};
 
 /// The randomness of a proof.
@@ -34,13 +35,21 @@ pub(super) struct Job {
     pub(super) r: Scalar,
     pub(super) s: Scalar,
     pub(super) reply: Reply,
+    pub(super) lane: Lane,
 }
 
-/// How long a submit may wait for room in the queue, and the job's deadline.
+impl Laned for Job {
+    fn lane(&self) -> Lane {
+        self.lane
+    }
+}
+
+/// How long a submit may wait for room in the queue, the job's deadline, and its lane.
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Limits {
     pub(super) queue_wait: Option<Duration>,
     pub(super) deadline: Option<Instant>,
+    pub(super) lane: Lane,
 }
 
 /// A submitted job: wait for its proof. Dropping the handle cancels the job if it has not

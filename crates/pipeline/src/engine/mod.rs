@@ -8,6 +8,7 @@
 //!                           assembly and the proof's check ─► JobHandle
 //! ```
 //! Channel capacities are the backpressure: `submit` blocks while the job queue is full.
+//! The job queue has two lanes ([`queue`]): a worker takes urgent jobs before routine ones.
 //! [`job`] holds the job and its handle, [`submit`] how jobs and lent witness memory come in,
 //! [`worker`] the worker loop, [`finish`] the G2 stage.
 
@@ -16,18 +17,21 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam::channel::{bounded, Sender};
+use crossbeam::channel::bounded;
 use zkpipe_pinned::PinnedPool;
 
 mod finish;
 mod job;
+mod queue;
 mod submit;
 mod worker;
 
 pub use job::{JobHandle, Randomness, Refused};
+pub use queue::Lane;
 
 use finish::G1Done;
 use job::Job;
+use queue::Queue;
 use worker::Worker;
 
 use crate::config::{Backend, Config, G2Placement};
@@ -46,9 +50,9 @@ pub struct Quarantine {
 }
 /// The proving engine. Dropping it shuts it down (finishing the accepted jobs).
 pub struct Engine {
-    /// The job queue's sender (None once shut down), shared with the workers, which put back
-    /// the jobs a quarantined device can no longer run while another device can.
-    jobs: Arc<Mutex<Option<Sender<Job>>>>,
+    /// The job queue's sending side (None once shut down), shared with the workers, which put
+    /// back the jobs a quarantined device can no longer run while another device can.
+    jobs: Arc<Mutex<Option<Queue<Job>>>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     stats: Arc<Counters>,
     devices: Vec<Arc<DeviceShared>>,
@@ -85,7 +89,7 @@ impl Engine {
         let worker_count = workers.len();
         tracing::info!(backend = %description, "engine started");
         let stats = Arc::new(Counters::default());
-        let (jobs_tx, jobs_rx) = bounded::<Job>(cfg.queue_capacity.max(1));
+        let (jobs_tx, jobs_rx) = queue::queue::<Job>(cfg.queue_capacity);
         let (g1_tx, g1_rx) = bounded::<G1Done>(cfg.g2_capacity.max(1));
         let abandon = Arc::new(AtomicBool::new(false));
         let jobs = Arc::new(Mutex::new(Some(jobs_tx)));

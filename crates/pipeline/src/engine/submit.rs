@@ -11,6 +11,7 @@ use ff::Field;
 use zkpipe_field::Fr;
 
 use super::job::{Job, JobHandle, Limits, Randomness, Refused};
+use super::queue::Lane;
 use super::{Engine, WitnessPool};
 use crate::witness::Room;
 use crate::{LentWitness, PinnedScalars, ProveError, ProvingKey, Scalars, Witness};
@@ -106,7 +107,24 @@ impl Engine {
         witness: Witness,
         randomness: Randomness,
     ) -> Result<JobHandle, ProveError> {
-        self.submit_within(key, witness, randomness, Limits::default())
+        self.submit_in(key, witness, randomness, Lane::Routine)
+    }
+
+    /// As [`Engine::submit`], in `lane`: a worker that frees takes the urgent lane's jobs
+    /// before any routine one, so that routine jobs queued ahead of an urgent one do not
+    /// delay it (a job already running is not preempted).
+    pub fn submit_in(
+        &self,
+        key: &Arc<ProvingKey>,
+        witness: Witness,
+        randomness: Randomness,
+        lane: Lane,
+    ) -> Result<JobHandle, ProveError> {
+        let limits = Limits {
+            lane,
+            ..Limits::default()
+        };
+        self.submit_within(key, witness, randomness, limits)
             .map_err(|r| r.error)
     }
 
@@ -124,6 +142,7 @@ impl Engine {
         let limits = Limits {
             queue_wait: Some(deadline.saturating_duration_since(Instant::now())),
             deadline: Some(deadline),
+            lane: Lane::Routine,
         };
         self.submit_within(key, witness, randomness, limits)
     }
@@ -140,6 +159,7 @@ impl Engine {
         let limits = Limits {
             queue_wait: Some(timeout),
             deadline: None,
+            lane: Lane::Routine,
         };
         self.submit_within(key, witness, randomness, limits)
     }
@@ -182,10 +202,11 @@ impl Engine {
             r,
             s,
             reply,
+            lane: limits.lane,
         };
         let t = Instant::now();
         let sent = match limits.queue_wait {
-            None => tx.send(job).map_err(|e| (ProveError::ShutDown, e.0)),
+            None => tx.send(job).map_err(|job| (ProveError::ShutDown, job)),
             Some(d) => tx.send_timeout(job, d).map_err(|e| match e {
                 SendTimeoutError::Timeout(job) => {
                     let waited_ms = t.elapsed().as_millis();

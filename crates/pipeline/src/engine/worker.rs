@@ -8,10 +8,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crossbeam::channel::{Receiver, Sender};
+use crossbeam::channel::Sender;
 
 use super::finish::{panic_text, G1Done};
 use super::job::Job;
+use super::queue::{Laned, Queue, Taker};
 use crate::device::DeviceShared;
 use crate::g1::{G1Backend, JobContext, Ran};
 use crate::stats::Counters;
@@ -25,7 +26,7 @@ pub(super) struct Worker {
     /// Every device of the engine (this worker's among them, if it has one).
     pub devices: Vec<Arc<DeviceShared>>,
     /// The job queue, for jobs this worker hands back.
-    pub requeue: Arc<Mutex<Option<Sender<Job>>>>,
+    pub requeue: Arc<Mutex<Option<Queue<Job>>>>,
 }
 
 /// What a worker does with a job it took.
@@ -58,10 +59,10 @@ fn placement(own: Own, usable: usize) -> Placement {
 }
 
 /// Puts `job` back in the queue; gives it back when the engine no longer takes jobs.
-fn put_back<T>(queue: &Mutex<Option<Sender<T>>>, job: T) -> Result<(), T> {
+fn put_back<T: Laned>(queue: &Mutex<Option<Queue<T>>>, job: T) -> Result<(), T> {
     let tx = queue.lock().unwrap_or_else(|p| p.into_inner()).clone();
     match tx {
-        Some(tx) => tx.send(job).map_err(|e| e.0),
+        Some(tx) => tx.send(job),
         None => Err(job),
     }
 }
@@ -78,7 +79,7 @@ enum Taken {
 }
 
 /// The worker loop, until the queue closes or this worker's device is gone.
-pub(super) fn run(w: Worker, jobs: Receiver<Job>, out: Sender<G1Done>, stats: Arc<Counters>) {
+pub(super) fn run(w: Worker, jobs: Taker<Job>, out: Sender<G1Done>, stats: Arc<Counters>) {
     for job in jobs {
         let job = match take(&w, job, &stats) {
             Taken::Run(job) => job,
@@ -209,7 +210,7 @@ fn run_job(w: &Worker, mut job: Job, out: &Sender<G1Done>, stats: &Counters) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crossbeam::channel::bounded;
+    use crate::engine::queue::{queue, Lane};
 
     #[test]
     fn a_quarantined_device_hands_its_jobs_to_a_usable_one() {
@@ -222,14 +223,23 @@ mod tests {
         assert_eq!(placement(Own::Quarantined, 0), Placement::Policy);
     }
 
+    #[derive(Debug, PartialEq, Eq)]
+    struct Routine(u64);
+
+    impl Laned for Routine {
+        fn lane(&self) -> Lane {
+            Lane::Routine
+        }
+    }
+
     #[test]
     fn a_job_put_back_after_shutdown_comes_back() {
-        let (tx, rx) = bounded::<u64>(1);
+        let (tx, mut rx) = queue::<Routine>(1);
         let queue = Mutex::new(Some(tx));
-        assert_eq!(put_back(&queue, 7), Ok(()));
-        assert_eq!(rx.recv().unwrap(), 7);
+        assert_eq!(put_back(&queue, Routine(7)), Ok(()));
+        assert_eq!(rx.next(), Some(Routine(7)));
         // Shut down: the engine's sender is gone, and the job comes back to its worker.
         queue.lock().unwrap().take();
-        assert_eq!(put_back(&queue, 8), Err(8));
+        assert_eq!(put_back(&queue, Routine(8)), Err(Routine(8)));
     }
 }
