@@ -331,9 +331,11 @@ fn export_witness(
     let w = prover
         .partition_witness(request, partition)
         .map_err(failure)?;
+    let digest = zkpipe_filecoin::params::file_digest(&w.params).map_err(failure)?;
     let circuit = CircuitConfig {
         params: w.params.clone(),
         recording: w.recording.clone(),
+        params_digest: Some(digest),
     };
     ExportedWitness::new(circuit, &w.inputs, &w.aux)
         .write(dir)

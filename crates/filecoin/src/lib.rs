@@ -142,12 +142,14 @@ pub enum FilecoinError {
     /// A parameter file that is not there (and is not generated: production sizes).
     #[error("no parameter file {path}: {hint}")]
     ParamsMissing { path: PathBuf, hint: &'static str },
-    /// A published parameter file whose digest is not the published one.
-    #[error("parameter file {path} is damaged: its digest is {got}, filecoin-proofs publishes {expected}")]
+    /// A parameter file whose digest is not the one published for it, or given for it.
+    #[error("parameter file {path} is damaged or not the one expected: its digest is {got}, {by} {expected}")]
     ParamsDamaged {
         path: PathBuf,
         expected: String,
         got: String,
+        /// Who gives the expected digest.
+        by: &'static str,
     },
     /// A parameter file that zkpipe's reader refused (truncated, a bad point, …).
     #[error(transparent)]

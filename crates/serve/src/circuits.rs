@@ -36,10 +36,17 @@ const LEND_WAIT: Duration = Duration::from_secs(3600);
 #[serde(deny_unknown_fields)]
 pub struct CircuitConfig {
     /// The Groth16 parameter file (bellperson's `Parameters::write` layout). Its points are
-    /// checked on their curves and in their subgroups when it is read.
+    /// checked on their curves and in their subgroups when it is read, unless
+    /// `params_digest` is given.
     pub params: PathBuf,
     /// The circuit's recording (`zkpipe_r1cs::file::save`).
     pub recording: PathBuf,
+    /// The parameter file's digest (filecoin-proofs' BLAKE2b, its first 32 hex digits, as
+    /// `zkpipe filecoin … --export-witness` writes it): the file is checked against it and
+    /// its points are read unchecked, which takes seconds where checking every point takes
+    /// minutes; a file of another digest is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params_digest: Option<String>,
 }
 
 /// A registered circuit: its name, parameter file and recording (mapped from its file).
@@ -47,6 +54,7 @@ pub struct CircuitConfig {
 pub struct Circuit {
     name: String,
     params: PathBuf,
+    params_digest: Option<String>,
     recording_path: PathBuf,
     recording: Arc<Recording>,
 }
@@ -152,9 +160,14 @@ impl Circuit {
         }
     }
 
-    /// Its proving key, from the prover's cache (read again if it was evicted).
+    /// Its proving key, from the prover's cache (read again if it was evicted): its file
+    /// checked against its digest where the configuration gives one, else every point.
     fn key(&self, prover: &Prover) -> Result<LoadedKey, FilecoinError> {
-        prover.params().key_file(&self.key_id(), &self.params)
+        let cache = prover.params();
+        match &self.params_digest {
+            Some(digest) => cache.key_file_with_digest(&self.key_id(), &self.params, digest),
+            None => cache.key_file(&self.key_id(), &self.params),
+        }
     }
 
     /// Proves `w` on `engine` in `turn`: the proof's 192 bytes (bellperson's `Proof::write`).
@@ -330,6 +343,7 @@ impl Circuit {
         Ok(Self {
             name: name.to_string(),
             params: cfg.params.clone(),
+            params_digest: cfg.params_digest.clone(),
             recording_path: cfg.recording.clone(),
             recording: Arc::new(recording),
         })

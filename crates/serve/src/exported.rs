@@ -183,6 +183,7 @@ mod tests {
         CircuitConfig {
             params: PathBuf::from("/params/v28-x.params"),
             recording: PathBuf::from("/params/v28-x.zkpipe-r1cs"),
+            params_digest: Some("0123456789abcdef0123456789abcdef".into()),
         }
     }
 

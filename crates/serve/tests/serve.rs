@@ -932,6 +932,59 @@ fn a_key_let_go_stays_warm_until_its_file_changes_or_the_warm_budget_has_no_room
 }
 
 #[test]
+fn a_circuits_parameters_are_trusted_by_their_configured_digest_and_refused_with_another() {
+    use zkpipe_bellperson::circuits::RandomR1cs;
+    use zkpipe_filecoin::{FilecoinError, Trust};
+    let dir = scratch("digest");
+    let circuit = RandomR1cs {
+        constraints: 300,
+        inputs: 2,
+        seed: 9,
+    };
+    let config = circuit_files(&dir, "digested", circuit);
+    let digest = zkpipe_filecoin::params::file_digest(&config.params).unwrap();
+    let checked = ParamsCache::new(&dir)
+        .key_file("circuit:digested", &config.params)
+        .unwrap();
+    assert_eq!(checked.trust, Trust::Checked);
+    // The right digest (in either case): the same key, its points read unchecked.
+    let trusted = ParamsCache::new(&dir)
+        .key_file_with_digest("circuit:digested", &config.params, &digest.to_uppercase())
+        .expect("the file's own digest");
+    assert_eq!(trusted.trust, Trust::ConfiguredDigest);
+    assert_eq!(trusted.key.vk(), checked.key.vk(), "the same verifying key");
+    assert_eq!(trusted.key.query_lens(), checked.key.query_lens());
+    // Another digest: refused, naming both.
+    let wrong = "0".repeat(32);
+    match ParamsCache::new(&dir).key_file_with_digest("circuit:digested", &config.params, &wrong) {
+        Err(e @ FilecoinError::ParamsDamaged { .. }) => {
+            let text = e.to_string();
+            assert!(text.contains(&digest) && text.contains(&wrong), "{text}");
+        }
+        other => panic!("a file of another digest was taken: {other:?}"),
+    }
+    // Registration with the wrong digest is refused with that reason; with the right one, the
+    // circuit registers.
+    let prover = || Prover::new(ParamsCache::new(&dir), ProveOptions::default());
+    let with = |digest: &str| zkpipe_serve::CircuitConfig {
+        params_digest: Some(digest.to_string()),
+        ..config.clone()
+    };
+    let e =
+        zkpipe_serve::Circuits::register(&prover(), &[("digested".into(), with(&wrong))].into())
+            .unwrap_err();
+    assert!(
+        matches!(&e, zkpipe_serve::CircuitError::Key { source, .. } if matches!(**source, FilecoinError::ParamsDamaged { .. })),
+        "{e}"
+    );
+    let circuits =
+        zkpipe_serve::Circuits::register(&prover(), &[("digested".into(), with(&digest))].into())
+            .expect("registers");
+    assert_eq!(circuits.summaries().len(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn a_recording_counts_under_the_key_budget_with_its_key() {
     use zkpipe_bellperson::circuits::RandomR1cs;
     use zkpipe_filecoin::FilecoinError;
@@ -1005,6 +1058,7 @@ fn circuit_files(
     let config = zkpipe_serve::CircuitConfig {
         params: dir.join(format!("{name}.params")),
         recording: dir.join(format!("{name}.zkpipe-r1cs")),
+        params_digest: None,
     };
     let mut file = std::fs::File::create(&config.params).unwrap();
     params.write(&mut file).unwrap();
