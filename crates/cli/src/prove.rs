@@ -107,7 +107,9 @@ pub struct Args {
     /// Prove the witness in this directory (`zkpipe filecoin … --export-witness DIR`: its
     /// circuit's parameter file and recording, its public inputs and aux values) --proofs
     /// times, each proof checked by the engine and verified: the engine alone on the work that
-    /// `zkpipe client bench --circuit NAME=DIR` sends a daemon.
+    /// `zkpipe client bench --circuit NAME=DIR` sends a daemon. Where circuit.toml gives the
+    /// parameter file's digest, the file is checked against it and its points are read
+    /// unchecked, as the daemon does.
     #[arg(long, conflicts_with_all = ["k", "params", "witness"])]
     pub witness_dir: Option<std::path::PathBuf>,
 }
@@ -329,6 +331,15 @@ fn witness_dir_job(dir: &std::path::Path, check: PointCheck) -> Result<Job, Fail
     let values = exported.values(dir).map_err(|e| bad(&e))?;
     let circuit = &exported.circuit;
     let t = Instant::now();
+    // A digest in circuit.toml stands for the points' checks, as in the daemon.
+    let check = match (&circuit.params_digest, check) {
+        (Some(digest), PointCheck::Every) => {
+            zkpipe_filecoin::params::check_file_digest(&circuit.params, digest)
+                .map_err(|e| bad(&e))?;
+            PointCheck::EncodingOnly
+        }
+        (_, check) => check,
+    };
     let key = match check {
         PointCheck::EncodingOnly => read_params_unchecked(&circuit.params),
         PointCheck::Every => read_params(&circuit.params),

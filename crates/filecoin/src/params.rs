@@ -662,15 +662,7 @@ impl ParamsCache {
         let trust = match file_trust {
             FileTrust::EveryPoint => Trust::Checked,
             FileTrust::Digest(expected) => {
-                let got = file_digest(path)?;
-                if !got.eq_ignore_ascii_case(expected.trim()) {
-                    return Err(FilecoinError::ParamsDamaged {
-                        path: path.to_path_buf(),
-                        expected: expected.trim().to_string(),
-                        got,
-                        by: "its configuration gives",
-                    });
-                }
+                check_file_digest(path, expected)?;
                 Trust::ConfiguredDigest
             }
         };
@@ -915,6 +907,22 @@ fn trust(path: &Path, recorded: &Path, sector_size: u64) -> Result<Trust, Fileco
     }
     tracing::info!(path = %path.display(), "test parameters without a digest to match: every point is checked");
     Ok(Trust::Checked)
+}
+
+/// Checks the parameter file `path` against `expected`, a digest its owner gives (as
+/// [`file_digest`] makes it; either case): [`FilecoinError::ParamsDamaged`] naming both where
+/// they differ.
+pub fn check_file_digest(path: &Path, expected: &str) -> Result<(), FilecoinError> {
+    let got = file_digest(path)?;
+    match got.eq_ignore_ascii_case(expected.trim()) {
+        true => Ok(()),
+        false => Err(FilecoinError::ParamsDamaged {
+            path: path.to_path_buf(),
+            expected: expected.trim().to_string(),
+            got,
+            by: "its configuration gives",
+        }),
+    }
 }
 
 /// filecoin-proofs' digest of a parameter file: BLAKE2b of its bytes, the first 32 hex digits.
