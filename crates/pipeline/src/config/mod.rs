@@ -71,7 +71,8 @@ pub struct Config {
     /// Pinned host memory per device for staging uploads. Default 1 GiB.
     #[serde(deserialize_with = "crate::config::file::de_bytes")]
     pub pinned_per_device: usize,
-    /// Jobs waiting for a worker. Default 4.
+    /// Jobs waiting for a worker, in each of the queue's two lanes (routine and urgent).
+    /// Default 4.
     pub queue_capacity: usize,
     /// Jobs between the G1 and the G2 stage. Default 2.
     pub g2_capacity: usize,
