@@ -130,13 +130,7 @@ fn witness_shapes_are_checked_and_proofs_are_deterministic() {
 fn shutdown_finishes_every_accepted_job() {
     let s = shape();
     let key = std::sync::Arc::new(ProvingKey::new(random_key_parts(&s, 5)).unwrap());
-    let engine = Engine::start(
-        Config::default()
-            .with_proof_check(ProofCheck::Off)
-            .with_backend(Backend::Cpu)
-            .with_queue_capacity(16),
-    )
-    .unwrap();
+    let engine = unchecked_cpu_engine(16);
     let handles: Vec<_> = (0..6)
         .map(|i| {
             engine
@@ -150,6 +144,18 @@ fn shutdown_finishes_every_accepted_job() {
     for h in handles {
         h.wait().unwrap();
     }
+}
+
+/// A CPU engine (one worker) that skips the check of each proof, its queue holding
+/// `queue_capacity` jobs a lane.
+fn unchecked_cpu_engine(queue_capacity: usize) -> Engine {
+    Engine::start(
+        Config::default()
+            .with_proof_check(ProofCheck::Off)
+            .with_backend(Backend::Cpu)
+            .with_queue_capacity(queue_capacity),
+    )
+    .unwrap()
 }
 
 /// A key and witnesses whose CPU proof takes long enough (seconds on two cores) for jobs
@@ -172,13 +178,7 @@ fn queued_jobs_are_cancelled_by_cancel_or_a_dropped_handle_and_a_full_queue_give
     let s = shape();
     let key = std::sync::Arc::new(ProvingKey::new(random_key_parts(&s, 5)).unwrap());
     let (slow_key, slow) = slow_job();
-    let engine = Engine::start(
-        Config::default()
-            .with_proof_check(ProofCheck::Off)
-            .with_backend(Backend::Cpu)
-            .with_queue_capacity(2),
-    )
-    .unwrap();
+    let engine = unchecked_cpu_engine(2);
     let first = engine.submit(&slow_key, slow, Randomness::Random).unwrap();
     // Whether or not the worker has taken it yet, the queue (two jobs) is full after the next
     // two submits: the second waits for the worker if need be.
@@ -308,13 +308,7 @@ fn a_job_whose_deadline_passes_in_the_queue_is_dropped_unrun() {
     let s = shape();
     let key = std::sync::Arc::new(ProvingKey::new(random_key_parts(&s, 5)).unwrap());
     let (slow_key, slow) = slow_job();
-    let engine = Engine::start(
-        Config::default()
-            .with_proof_check(ProofCheck::Off)
-            .with_backend(Backend::Cpu)
-            .with_queue_capacity(4),
-    )
-    .unwrap();
+    let engine = unchecked_cpu_engine(4);
     let first = engine.submit(&slow_key, slow, Randomness::Random).unwrap();
     let soon = std::time::Instant::now() + std::time::Duration::from_millis(30);
     let late = engine
@@ -347,13 +341,7 @@ fn an_urgent_job_is_taken_before_routine_jobs_queued_ahead_of_it() {
     let routine_key = std::sync::Arc::new(
         ProvingKey::new_unchecked(random_key_parts(&routine_shape, 3)).unwrap(),
     );
-    let engine = Engine::start(
-        Config::default()
-            .with_proof_check(ProofCheck::Off)
-            .with_backend(Backend::Cpu)
-            .with_queue_capacity(4),
-    )
-    .unwrap();
+    let engine = unchecked_cpu_engine(4);
     // The one worker is busy with the slow job while the others queue behind it.
     let first = engine.submit(&slow_key, slow, Randomness::Random).unwrap();
     std::thread::sleep(std::time::Duration::from_millis(50));
@@ -390,13 +378,7 @@ fn shutdown_now_cancels_the_queued_jobs_and_finishes_the_running_one() {
     let s = shape();
     let key = std::sync::Arc::new(ProvingKey::new(random_key_parts(&s, 5)).unwrap());
     let (slow_key, slow) = slow_job();
-    let engine = Engine::start(
-        Config::default()
-            .with_proof_check(ProofCheck::Off)
-            .with_backend(Backend::Cpu)
-            .with_queue_capacity(8),
-    )
-    .unwrap();
+    let engine = unchecked_cpu_engine(8);
     let first = engine.submit(&slow_key, slow, Randomness::Random).unwrap();
     std::thread::sleep(std::time::Duration::from_millis(50));
     let queued: Vec<_> = (0..3)
