@@ -59,6 +59,18 @@ pub(crate) fn render(st: &EngineStats, queued: u64, stages: &StageHistograms) ->
         &plain(st.link_busy_ms / 1e3),
     );
     metric(
+        "zkpipe_resident_uploads_total",
+        "counter",
+        "Keys and recordings uploaded to stay resident on a device.",
+        &plain(st.resident_uploads as f64),
+    );
+    metric(
+        "zkpipe_resident_evictions_total",
+        "counter",
+        "Resident keys and recordings given up to leave a job of another key its plan.",
+        &plain(st.resident_evictions as f64),
+    );
+    metric(
         "zkpipe_upload_gbps",
         "gauge",
         "Host-to-device speed of the uploads so far (GB/s).",
@@ -82,7 +94,7 @@ pub(crate) fn render(st: &EngineStats, queued: u64, stages: &StageHistograms) ->
         ),
         (
             "zkpipe_vram_kept_bytes",
-            "Of the budget in use, what is kept between jobs: resident keys, workers' job memory.",
+            "Of the budget in use, what is kept between jobs: resident keys and recordings, workers' tables and job memory.",
             st.vram_kept,
         ),
         (

@@ -85,6 +85,20 @@ pub(crate) struct JobPlan {
     pub side_by_side: bool,
 }
 
+impl JobPlan {
+    /// Whether a job runs as fast under this plan as under `other`: the same H step and
+    /// chunk, side by side alike, memory kept alike (what the bytes differ in costs nothing).
+    pub fn as_fast_as(&self, other: &JobPlan) -> bool {
+        (self.h_step, self.chunk, self.side_by_side, self.kept > 0)
+            == (
+                other.h_step,
+                other.chunk,
+                other.side_by_side,
+                other.kept > 0,
+            )
+    }
+}
+
 /// No plan fits: the bytes of the smallest one and what jobs can have.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct NoPlan {

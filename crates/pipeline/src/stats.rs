@@ -32,6 +32,8 @@ pub(crate) struct Counters {
     pub vram_peak: AtomicUsize,
     pub key_pinned_bytes: AtomicU64,
     pub key_h_copies: AtomicUsize,
+    pub resident_uploads: AtomicU64,
+    pub resident_evictions: AtomicU64,
     pub h_gpu_ns: AtomicU64,
     pub msm_gpu_ns: AtomicU64,
 }
@@ -79,6 +81,8 @@ impl Counters {
             pinned_high_water: 0,
             key_pinned_bytes: self.key_pinned_bytes.load(Ordering::Relaxed),
             key_h_copies: self.key_h_copies.load(Ordering::Relaxed),
+            resident_uploads: self.resident_uploads.load(Ordering::Relaxed),
+            resident_evictions: self.resident_evictions.load(Ordering::Relaxed),
             quarantined_devices: 0,
             moved_off_quarantined: self.moved.load(Ordering::Relaxed),
             vram_budget_in_use: 0,
@@ -343,16 +347,23 @@ pub struct EngineStats {
     /// Copies of H's points on the device in the last job with a resident key: 1 without
     /// precomputed multiples ([`crate::Config::key_multiples`]), 0 when no job had one.
     pub key_h_copies: usize,
+    /// Keys and recordings uploaded to stay resident on a device (each once per device while
+    /// it stays).
+    pub resident_uploads: u64,
+    /// Resident keys and recordings given up to leave a job of another key the plan it has
+    /// alone (the least recently used first).
+    pub resident_evictions: u64,
     /// Devices quarantined after a fault ([`crate::Engine::quarantined`] says which and why).
     pub quarantined_devices: usize,
     /// Jobs that a quarantined device's workers put back in the queue for the other devices
     /// (each such worker hands back one job and stops).
     pub moved_off_quarantined: u64,
-    /// Bytes the VRAM budgets grant now (summed over devices): NTT tables, a resident key,
-    /// idle job memory, running jobs.
+    /// Bytes the VRAM budgets grant now (summed over devices): NTT tables, resident keys and
+    /// recordings, idle job memory, running jobs.
     pub vram_budget_in_use: usize,
-    /// Of `vram_budget_in_use`, the bytes held between jobs: resident keys and the idle job
-    /// memory each worker keeps for a next job of its shape.
+    /// Of `vram_budget_in_use`, the bytes held between jobs: resident keys and recordings, the
+    /// workers' NTT tables and the idle job memory each worker keeps for a next job of its
+    /// shape.
     pub vram_kept: usize,
     /// Pinned staging and lent witness memory handed out now (summed over devices).
     pub pinned_in_use: usize,

@@ -4,7 +4,7 @@
 
 use zkpipe_msm::{BatchMemory, DeviceBases, Multiples, G1, G2};
 use zkpipe_ntt::HStepBuffers;
-use zkpipe_r1cs::{CircuitId, DeviceRecording};
+use zkpipe_r1cs::DeviceRecording;
 use zkpipe_stream::VramGrant;
 
 use crate::plan::HStep;
@@ -38,7 +38,6 @@ impl ResidentKey {
 /// A recording's matrices on one device, uploaded once and read by every job of its circuit.
 #[derive(Debug)]
 pub(crate) struct ResidentRecording {
-    pub id: CircuitId,
     /// The content's digest: a recording is resident for jobs only of that very content.
     pub digest: zkpipe_r1cs::Digest,
     pub matrices: DeviceRecording,

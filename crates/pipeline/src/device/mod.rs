@@ -1,6 +1,7 @@
 //! A device as the engine's workers share it: its context and GPU lock, the VRAM budget and
-//! the driver's floor beneath it, the pinned staging pool, quarantine, the resident key and the
-//! job memory that idle workers keep ([`memory`], granted through [`reclaim`]).
+//! the driver's floor beneath it, the pinned staging pool, quarantine, the keys and recordings
+//! kept resident ([`residents`]) and the job memory that idle workers keep ([`memory`], granted
+//! through [`reclaim`]).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -12,9 +13,11 @@ use zkpipe_stream::{GpuLock, VramBudget, VramGrant};
 
 pub(crate) mod memory;
 pub(crate) mod reclaim;
+pub(crate) mod residents;
 
-use memory::{Kept, MemoryShape, ResidentKey, ResidentRecording};
+use memory::{Kept, MemoryShape};
 use reclaim::{Reclaim, ReclaimError};
+use residents::ResidentSet;
 
 use crate::config::{Config, G2Placement, StreamedPoints};
 use crate::stats::Counters;
@@ -42,10 +45,8 @@ pub(crate) struct DeviceShared {
     pub key_multiples: u32,
     pub workers: usize,
     baseline_used: usize,
-    /// The key kept on the device, if one is.
-    pub resident: Mutex<Option<Arc<ResidentKey>>>,
-    /// The recording kept on the device, if one is.
-    pub recording: Mutex<Option<Arc<ResidentRecording>>>,
+    /// The keys and recordings kept on the device.
+    pub residents: ResidentSet,
     /// The last recording found too large to keep beside a job's plan: said once, not for
     /// every job.
     pub streamed_said: Mutex<Option<zkpipe_r1cs::Digest>>,
@@ -133,8 +134,7 @@ impl DeviceShared {
             keep_resident: setup.keep_resident,
             key_multiples: setup.key_multiples,
             workers: setup.workers.max(1),
-            resident: Mutex::new(None),
-            recording: Mutex::new(None),
+            residents: ResidentSet::default(),
             streamed_said: Mutex::new(None),
             memory: Reclaim::default(),
             quarantine: Mutex::new(None),
@@ -142,16 +142,10 @@ impl DeviceShared {
         })
     }
 
-    /// Budget bytes held between jobs: the resident key, the workers' NTT tables and the idle
-    /// job memory they keep.
+    /// Budget bytes held between jobs: the resident keys and recordings, the workers' NTT
+    /// tables and the idle job memory they keep.
     pub fn kept_bytes(&self) -> usize {
-        let resident = self
-            .resident
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .map_or(0, |key| key.grant.bytes());
-        resident
+        self.residents.bytes()
             + self.table_bytes.load(Ordering::SeqCst)
             + self.memory.idle_sum(|k| k.grant.bytes())
     }

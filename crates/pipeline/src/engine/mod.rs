@@ -158,20 +158,14 @@ impl Engine {
     }
 
     /// Frees the device copies of the key `key_id` ([`ProvingKey::id`]) that no job is
-    /// using (each device keeps one key resident between jobs); gives the device bytes
-    /// freed. For a daemon that evicts a key: its host memory goes with the last reference.
+    /// using (a device keeps the keys of recent jobs resident while they leave later jobs
+    /// the plans they would have without them); gives the device bytes freed. For a daemon
+    /// that evicts a key: its host memory goes with the last reference.
     pub fn release_key(&self, key_id: u64) -> usize {
-        let mut freed = 0;
-        for dev in &self.devices {
-            let mut resident = dev.resident.lock().unwrap_or_else(|p| p.into_inner());
-            let unused = resident
-                .as_ref()
-                .is_some_and(|r| r.key == key_id && Arc::strong_count(r) == 1);
-            if unused {
-                freed += resident.take().map_or(0, |r| r.grant.bytes());
-            }
-        }
-        freed
+        self.devices
+            .iter()
+            .map(|dev| dev.residents.lock().release_key(key_id))
+            .sum()
     }
 
     /// Page-locks `key`'s points in host memory (on a GPU engine with `pin_key`; once per

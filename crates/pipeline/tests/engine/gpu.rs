@@ -583,6 +583,108 @@ fn keys_of_two_domain_sizes_alternate_on_two_workers_without_a_wait_for_ever() {
     assert_some_plan(&plans, |p| matches!(p.memory, JobMemoryUse::PerJob { .. }));
 }
 
+/// Two keys' jobs in turn on one worker: with room for both beside a job, each key is
+/// uploaded once and stays; under budgets where the other key would slow a job's plan, it
+/// is given up (and uploaded again when its turn comes). Every proof is the CPU's.
+#[test]
+fn two_keys_stay_resident_side_by_side_while_the_budget_leaves_jobs_their_plans() {
+    if gpu_context().is_none() {
+        return;
+    }
+    let fixed = Randomness::Fixed {
+        r: Scalar::from(53u64),
+        s: Scalar::from(59u64),
+    };
+    let sh = shape(18);
+    let keys = [
+        Arc::new(random_key(&sh, 61).unwrap()),
+        Arc::new(random_key(&sh, 62).unwrap()),
+    ];
+    let witnesses = [random_witness(&sh, 63), random_witness(&sh, 64)];
+    let cpu = Engine::start(
+        Config::default()
+            .with_proof_check(ProofCheck::Off)
+            .with_backend(Backend::Cpu),
+    )
+    .unwrap();
+    let want: Vec<[u8; 192]> = (0..2)
+        .map(|i| {
+            let job = cpu.submit(&keys[i], witnesses[i].clone(), fixed).unwrap();
+            job.wait().unwrap().to_bytes()
+        })
+        .collect();
+    drop(cpu);
+    let turns = [0usize, 1, 0, 1, 0, 1];
+    let mut outcomes = Vec::new();
+    for cap_mib in [
+        None,
+        Some(512usize),
+        Some(320),
+        Some(256),
+        Some(224),
+        Some(192),
+        Some(160),
+    ] {
+        let what = format!("cap {cap_mib:?} MiB");
+        let engine = Engine::start(
+            Config::default()
+                .with_proof_check(ProofCheck::Off)
+                .with_backend(Backend::Gpu)
+                .with_vram_cap(cap_mib.map(|c| c * MIB))
+                .with_vram_margin(0)
+                .with_keep_key_resident(true)
+                .with_workers_per_device(1)
+                .with_g2(G2Placement::Gpu),
+        )
+        .unwrap();
+        let mut resident_jobs = 0;
+        for &i in &turns {
+            let job = engine
+                .submit(&keys[i], witnesses[i].clone(), fixed)
+                .unwrap();
+            match job.wait_report() {
+                Ok((proof, report)) => {
+                    assert_eq!(proof.to_bytes(), want[i], "{what}: {:?}", report.plan);
+                    if report
+                        .plan
+                        .is_some_and(|p| p.bases == KeyPlacement::Resident)
+                    {
+                        resident_jobs += 1;
+                    }
+                }
+                Err(ProveError::TooLargeForDevice { .. }) => {}
+                Err(e) => panic!("{what}: {e}"),
+            }
+        }
+        let st = engine.shutdown();
+        if let Some(c) = cap_mib {
+            assert!(st.vram_budget_high_water <= c * MIB, "{what}: {st:?}");
+        }
+        println!(
+            "{what}: {resident_jobs} jobs resident, {} uploads, {} evictions",
+            st.resident_uploads, st.resident_evictions
+        );
+        if resident_jobs == turns.len() {
+            // Every job's key was resident: each upload past the first two followed an
+            // eviction, and one key's job never evicts its own key.
+            assert!(st.resident_uploads >= 2, "{what}: {st:?}");
+            assert!(
+                st.resident_uploads <= 2 + st.resident_evictions,
+                "{what}: {st:?}"
+            );
+            outcomes.push((st.resident_uploads, st.resident_evictions));
+        }
+    }
+    assert!(
+        outcomes.contains(&(2, 0)),
+        "with room for both, each key uploaded once and kept: {outcomes:?}"
+    );
+    assert!(
+        outcomes.iter().any(|&(_, evictions)| evictions > 0),
+        "some budget makes the other key give way: {outcomes:?}"
+    );
+}
+
 #[test]
 fn a_witness_that_does_not_satisfy_the_circuit_is_an_error_on_the_gpu() {
     if gpu_context().is_none() {

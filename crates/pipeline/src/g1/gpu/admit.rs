@@ -1,7 +1,8 @@
 //! Admission: the plan a job runs under on this device (from the VRAM budget, the resident
 //! key and what the workers hold), one grant of every byte it needs, and the job's memory:
 //! kept memory of its shape, memory made to be kept, or memory for the job alone. The key's
-//! residency (and how many multiples of H's points it carries) is decided here too.
+//! and the recording's residency (and how many multiples of H's points the key carries) are
+//! decided here too, and which other jobs' keys and recordings stay beside them.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use crate::device::memory::{
     Batches, JobMemory, Kept, MemoryShape, ResidentKey, ResidentRecording,
 };
 use crate::device::reclaim::Active;
+use crate::device::residents::{Own, Residents};
 use crate::g1::JobContext;
 use crate::plan::{choose, DeviceLoad, HStep, JobPlan, JobShape};
 use crate::{ProveError, ProvingKey};
@@ -65,11 +67,59 @@ pub(super) enum MatricesAt {
     Streamed(Arc<Recording>),
 }
 
+/// Where a job's key points are read from, decided before anything is uploaded.
+enum KeyPlace {
+    /// Kept on the device already.
+    Kept(Arc<ResidentKey>),
+    /// Uploaded for this job and later ones, H's points with these multiples.
+    Upload(Option<Multiples>),
+    /// Streamed from the host.
+    Host,
+}
+
+impl KeyPlace {
+    fn multiples(&self) -> Option<Multiples> {
+        match self {
+            KeyPlace::Kept(k) => k.h.multiples(),
+            KeyPlace::Upload(m) => *m,
+            KeyPlace::Host => None,
+        }
+    }
+
+    fn bases_at(&self) -> BasesAt {
+        match self {
+            KeyPlace::Kept(_) | KeyPlace::Upload(_) => BasesAt::Device,
+            KeyPlace::Host => BasesAt::Host,
+        }
+    }
+}
+
+/// Where a recorded job's matrices are read from, decided before anything is uploaded.
+enum MatricesPlace {
+    /// Kept on the device already.
+    Kept(Arc<ResidentRecording>),
+    /// Uploaded for this job and later ones of the same content.
+    Upload,
+    /// Streamed from the host.
+    Streamed,
+}
+
+/// A job's own residents' bytes: what stays on the device while it runs, and what is there at
+/// most while they are uploaded (H's points beside their multiples while those are made).
+#[derive(Debug, Clone, Copy)]
+struct OwnBytes {
+    kept: usize,
+    uploading: usize,
+}
+
 impl GpuWorker {
     /// Admission: the plan for this job on this device, the resident key if it is kept, and
     /// one grant of every byte the job needs: the plan's, and under a plan that keeps memory,
-    /// the kept memory's unless idle memory of the job's shape is there to take. A plan that
-    /// can never fit is an error naming its bytes and what the budget leaves for jobs.
+    /// the kept memory's unless idle memory of the job's shape is there to take. The job's key
+    /// and recording are placed as if the device held nothing else; other jobs' keys and
+    /// recordings stay beside them while the job's plan is as fast as without them, the least
+    /// recently used given up first. A plan that can never fit is an error naming its bytes and
+    /// what the budget leaves for jobs.
     pub(super) fn admit(
         &self,
         job: &JobContext<'_>,
@@ -86,24 +136,44 @@ impl GpuWorker {
             largest_msm: key.query_lens().into_iter().max().unwrap_or(0).max(n),
         };
         let tail = witness.split.tail().len();
-        let resident = self.resident(job, &shape, tail)?;
-        let multiples = resident.as_ref().and_then(|k| k.h.multiples());
-        let key_bytes = resident
-            .as_ref()
-            .map_or(0, |_| self.key_bytes(key, multiples));
-        let bases_at = match resident {
-            Some(_) => BasesAt::Device,
-            None => BasesAt::Host,
+        let own = Own {
+            key: key.id(),
+            recording: recording.map(|r| r.digest()),
         };
+        let mut residents = self.dev.residents.lock();
+        let key_place = self.key_place(&mut residents, job, &shape, tail);
+        let multiples = key_place.multiples();
+        let key_bytes = match key_place {
+            KeyPlace::Host => 0,
+            _ => self.key_bytes(key, multiples),
+        };
+        let bases_at = key_place.bases_at();
         let msm_bytes = |chunk| self.msm_bytes(chunk, tail, bases_at, multiples);
-        let matrices = recording
-            .map(|rec| self.place_matrices(job, rec, &mut shape, key_bytes, &msm_bytes))
-            .transpose()?;
-        let recording_bytes = match &matrices {
-            Some(MatricesAt::Resident(r)) => r.grant.bytes(),
+        let matrices_place = recording
+            .map(|rec| self.matrices_place(&mut residents, rec, &mut shape, key_bytes, &msm_bytes));
+        let recording_bytes = match (&matrices_place, recording) {
+            (Some(MatricesPlace::Kept(r)), _) => r.grant.bytes(),
+            (Some(MatricesPlace::Upload), Some(rec)) => rec.bytes(),
             _ => 0,
         };
-        let load = self.load(log_n, key_bytes + recording_bytes);
+        let own_bytes = OwnBytes {
+            kept: key_bytes + recording_bytes,
+            uploading: match key_place {
+                KeyPlace::Upload(m) => self.h_points_beside(key, m),
+                _ => 0,
+            },
+        };
+        self.make_room(job, &mut residents, &own, own_bytes, &shape, &msm_bytes);
+        let resident = self.place_key(&mut residents, job, key_place)?;
+        let matrices = match (recording, matrices_place) {
+            (Some(rec), Some(place)) => {
+                Some(self.place_matrices(&mut residents, job, rec, place)?)
+            }
+            _ => None,
+        };
+        let others = residents.others_bytes(&own);
+        drop(residents);
+        let load = self.load(log_n, own_bytes.kept + others);
         let plan =
             choose(&load, &shape, &msm_bytes).map_err(|e| ProveError::TooLargeForDevice {
                 device: self.ordinal(),
@@ -142,18 +212,50 @@ impl GpuWorker {
         })
     }
 
-    /// Where a recorded job reads its matrices: the device's resident copy of its recording
-    /// (uploaded the first time, when the job's plan beside it is as good as with the matrices
-    /// streamed), else the host's, a chunk at a time. `shape` gains what the evaluation needs
-    /// on the device besides: z's bitmaps and ranks, and a streamed recording's room.
-    fn place_matrices(
+    /// Gives up other jobs' keys and recordings, the least recently used first, until the
+    /// job's plan beside what stays is as fast as beside its own alone. A job that fits no
+    /// plan even alone leaves them be (it is refused).
+    fn make_room(
         &self,
         job: &JobContext<'_>,
+        residents: &mut Residents,
+        own: &Own<ResidentKey, ResidentRecording>,
+        own_bytes: OwnBytes,
+        shape: &JobShape,
+        msm_bytes: &dyn Fn(usize) -> usize,
+    ) {
+        let log_n = shape.n.trailing_zeros();
+        let own_most = own_bytes.kept + own_bytes.uploading;
+        let Ok(alone) = choose(&self.load(log_n, own_most), shape, msm_bytes) else {
+            return;
+        };
+        let fast_beside = |others: usize| {
+            choose(&self.load(log_n, own_most + others), shape, msm_bytes)
+                .is_ok_and(|p| p.as_fast_as(&alone))
+        };
+        for gone in residents.evict_until(own, fast_beside) {
+            job.stats.resident_evictions.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(
+                device = self.ordinal(),
+                evicted = %gone,
+                key = own.key,
+                "resident key or recording given up: the job's plan beside it would be slower"
+            );
+        }
+    }
+
+    /// Where a recorded job reads its matrices: the device's resident copy of its recording
+    /// (uploaded the first time, when the job's plan beside it is as fast as with the matrices
+    /// streamed), else the host's, a chunk at a time. `shape` gains what the evaluation needs
+    /// on the device besides: z's bitmaps and ranks, and a streamed recording's room.
+    fn matrices_place(
+        &self,
+        residents: &mut Residents,
         rec: &Arc<Recording>,
         shape: &mut JobShape,
-        resident_bytes: usize,
+        key_bytes: usize,
         msm_bytes: &dyn Fn(usize) -> usize,
-    ) -> Result<MatricesAt, ProveError> {
+    ) -> MatricesPlace {
         shape.split += DeviceSplitZ::lookup_bytes(rec.shape().variables());
         let streamed = JobShape {
             split: shape.split + StreamedRecording::bytes_for(rec, STREAM_ENTRIES),
@@ -161,66 +263,77 @@ impl GpuWorker {
         };
         if !self.dev.keep_resident {
             *shape = streamed;
-            return self.streamed(rec);
+            return MatricesPlace::Streamed;
         }
-        let mut slot = self.dev.recording.lock().unwrap_or_else(|p| p.into_inner());
         // The same content, not only the same name: a circuit changed without a new id
         // gets matrices of its own.
-        if let Some(r) = slot
-            .as_ref()
-            .filter(|r| &r.id == rec.id() && r.digest == rec.digest())
-        {
-            return Ok(MatricesAt::Resident(Arc::clone(r)));
+        if let Some(r) = residents.recording(rec.digest()) {
+            return MatricesPlace::Kept(r);
         }
         let log_n = shape.n.trailing_zeros();
-        let without = choose(&self.load(log_n, resident_bytes), &streamed, msm_bytes).ok();
-        let load = self.load(log_n, resident_bytes + rec.bytes());
+        let without = choose(&self.load(log_n, key_bytes), &streamed, msm_bytes).ok();
+        let load = self.load(log_n, key_bytes + rec.bytes());
         let beside = choose(&load, shape, msm_bytes).ok();
-        let as_good = match (&beside, &without) {
-            (Some(p), Some(q)) => {
-                (p.h_step, p.chunk, p.side_by_side) == (q.h_step, q.chunk, q.side_by_side)
-            }
+        let as_fast = match (&beside, &without) {
+            (Some(p), Some(q)) => p.as_fast_as(q),
             (Some(_), None) => true,
             (None, _) => false,
         };
-        if !as_good {
-            let mut said = self
-                .dev
-                .streamed_said
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            if said.replace(rec.digest()) != Some(rec.digest()) {
-                tracing::warn!(
+        if as_fast {
+            return MatricesPlace::Upload;
+        }
+        let mut said = self
+            .dev
+            .streamed_said
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if said.replace(rec.digest()) != Some(rec.digest()) {
+            tracing::warn!(
+                device = self.ordinal(),
+                circuit = %rec.id(),
+                bytes = rec.bytes(),
+                capacity = self.dev.budget.capacity(),
+                "the recording does not fit beside a job's plan: its matrices are streamed from the host (said once; each job's report names the placement)"
+            );
+        }
+        *shape = streamed;
+        MatricesPlace::Streamed
+    }
+
+    /// The job's matrices where [`GpuWorker::matrices_place`] put them: the resident copy,
+    /// uploaded now and kept for later jobs if it is not there yet, or the host's.
+    fn place_matrices(
+        &self,
+        residents: &mut Residents,
+        job: &JobContext<'_>,
+        rec: &Arc<Recording>,
+        place: MatricesPlace,
+    ) -> Result<MatricesAt, ProveError> {
+        match place {
+            MatricesPlace::Kept(r) => Ok(MatricesAt::Resident(r)),
+            MatricesPlace::Streamed => self.streamed(rec),
+            MatricesPlace::Upload => {
+                let t = Instant::now();
+                let grant = self.dev.acquire(rec.bytes(), None, job.deadline)?;
+                let matrices =
+                    DeviceRecording::upload(&self.dev.ctx, rec).map_err(|e| self.err(e))?;
+                let r = Arc::new(ResidentRecording {
+                    digest: rec.digest(),
+                    matrices,
+                    grant,
+                });
+                tracing::info!(
                     device = self.ordinal(),
                     circuit = %rec.id(),
                     bytes = rec.bytes(),
-                    capacity = self.dev.budget.capacity(),
-                    "the recording does not fit beside a job's plan: its matrices are streamed from the host (said once; each job's report names the placement)"
+                    ms = t.elapsed().as_secs_f64() * 1e3,
+                    "recording resident on the device"
                 );
+                residents.add_recording(Arc::clone(&r));
+                job.stats.resident_uploads.fetch_add(1, Ordering::Relaxed);
+                Ok(MatricesAt::Resident(r))
             }
-            *shape = streamed;
-            return self.streamed(rec);
         }
-        // One recording at a time: a new one replaces the old (jobs still using it keep it).
-        *slot = None;
-        let t = Instant::now();
-        let grant = self.dev.acquire(rec.bytes(), None, job.deadline)?;
-        let matrices = DeviceRecording::upload(&self.dev.ctx, rec).map_err(|e| self.err(e))?;
-        let r = Arc::new(ResidentRecording {
-            id: rec.id().clone(),
-            digest: rec.digest(),
-            matrices,
-            grant,
-        });
-        tracing::info!(
-            device = self.ordinal(),
-            circuit = %rec.id(),
-            bytes = rec.bytes(),
-            ms = t.elapsed().as_secs_f64() * 1e3,
-            "recording resident on the device"
-        );
-        *slot = Some(Arc::clone(&r));
-        Ok(MatricesAt::Resident(r))
     }
 
     /// A recording whose matrices are streamed: page-locked in place the first time, so that
@@ -239,7 +352,7 @@ impl GpuWorker {
         Ok(MatricesAt::Streamed(Arc::clone(rec)))
     }
 
-    /// What the device holds for good: a resident key and recording of `resident` bytes,
+    /// What the device holds for good: resident keys and recordings of `resident` bytes,
     /// every worker's tables.
     fn load(&self, log_n: u32, resident: usize) -> DeviceLoad {
         DeviceLoad {
@@ -299,6 +412,12 @@ impl GpuWorker {
         g1_bytes((h + 1) * h_copies + l + a + b1) + g2
     }
 
+    /// Device bytes of H's points alone, on the device beside their `multiples` while those
+    /// are made (none without multiples).
+    fn h_points_beside(&self, key: &ProvingKey, multiples: Option<Multiples>) -> usize {
+        multiples.map_or(0, |_| g1_bytes(key.query_lens()[0] + 1))
+    }
+
     /// The multiples a resident key's H points would carry with `copies` copies (none for
     /// one copy).
     fn h_multiples(&self, key: &ProvingKey, copies: u32) -> Option<Multiples> {
@@ -306,51 +425,41 @@ impl GpuWorker {
         (copies > 1).then(|| Multiples::for_points(n, copies))
     }
 
-    /// The key on this device, uploading it the first time; `None` when it is not kept
-    /// resident or no plan of a job of `shape` fits beside it (then bases are streamed from the
-    /// host: from where the key is page-locked, else, slowly, from pageable memory).
-    fn resident(
+    /// Where the job's key is read from: the device's copy if it is kept; else uploaded, with
+    /// the most multiples of H asked for that leave a job of `shape` the plan it has without
+    /// them; else (not kept resident, or no plan fits beside it) streamed from the host: from
+    /// where the key is page-locked, else, slowly, from pageable memory.
+    fn key_place(
         &self,
+        residents: &mut Residents,
         job: &JobContext<'_>,
         shape: &JobShape,
         tail: usize,
-    ) -> Result<Option<Arc<ResidentKey>>, ProveError> {
+    ) -> KeyPlace {
         if !self.dev.keep_resident {
-            return Ok(None);
+            return KeyPlace::Host;
         }
         let key = job.key;
-        let mut slot = self.dev.resident.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(k) = slot.as_ref().filter(|k| k.key == key.id()) {
-            return Ok(Some(Arc::clone(k)));
+        if let Some(k) = residents.key(key.id()) {
+            return KeyPlace::Kept(k);
         }
-        // One key at a time: a new key replaces the old one (jobs still using it keep it alive).
-        *slot = None;
         // The most multiples of H asked for that leave a job the plan it has without them,
         // halving down to none: a smaller plan (shorter chunks, one job at a time) costs more
-        // than the multiples save.
-        // H's points alone are on the device too while their multiples are made: the plan
-        // must fit beside that as well.
-        let made_from = |multiples: Option<Multiples>| {
-            multiples.map_or(0, |_| g1_bytes(key.query_lens()[0] + 1))
-        };
+        // than the multiples save. H's points alone are on the device too while their
+        // multiples are made: the plan must fit beside that as well.
         let plan_with = |multiples: Option<Multiples>| {
-            let bytes = self.key_bytes(key, multiples) + made_from(multiples);
+            let bytes = self.key_bytes(key, multiples) + self.h_points_beside(key, multiples);
             let load = self.load(shape.n.trailing_zeros(), bytes);
             let msm_bytes = |chunk| self.msm_bytes(chunk, tail, BasesAt::Device, multiples);
             choose(&load, shape, &msm_bytes).ok()
         };
         let plain = plan_with(None);
-        let as_good = |p: &JobPlan| {
-            plain.as_ref().is_some_and(|q| {
-                (p.h_step, p.chunk, p.side_by_side, p.kept > 0)
-                    == (q.h_step, q.chunk, q.side_by_side, q.kept > 0)
-            })
-        };
         let asked = self.dev.key_multiples;
         let copies =
             std::iter::successors(Some(asked), |&c| (c > 1).then_some(c / 2)).find(|&c| match c {
                 1 => plain.is_some(),
-                _ => plan_with(self.h_multiples(key, c)).is_some_and(|p| as_good(&p)),
+                _ => plan_with(self.h_multiples(key, c))
+                    .is_some_and(|p| plain.as_ref().is_some_and(|q| p.as_fast_as(q))),
             });
         let Some(copies) = copies else {
             tracing::warn!(
@@ -359,7 +468,7 @@ impl GpuWorker {
                 capacity = self.dev.budget.capacity(),
                 "the proving key does not fit beside a job: bases are streamed from the page-locked key"
             );
-            return Ok(None);
+            return KeyPlace::Host;
         };
         if copies < asked {
             tracing::warn!(
@@ -369,9 +478,25 @@ impl GpuWorker {
                 "the key with H's multiples in the copies asked for would shrink the jobs' plan: fewer kept"
             );
         }
-        let multiples = self.h_multiples(key, copies);
+        KeyPlace::Upload(self.h_multiples(key, copies))
+    }
+
+    /// The job's key where [`GpuWorker::key_place`] put it: the resident copy, uploaded now
+    /// and kept for later jobs if it is not there yet; `None` when bases are streamed.
+    fn place_key(
+        &self,
+        residents: &mut Residents,
+        job: &JobContext<'_>,
+        place: KeyPlace,
+    ) -> Result<Option<Arc<ResidentKey>>, ProveError> {
+        let multiples = match place {
+            KeyPlace::Kept(k) => return Ok(Some(k)),
+            KeyPlace::Host => return Ok(None),
+            KeyPlace::Upload(multiples) => multiples,
+        };
+        let key = job.key;
         let bytes = self.key_bytes(key, multiples);
-        let made_from = made_from(multiples);
+        let made_from = self.h_points_beside(key, multiples);
         let mut grant = self.dev.acquire(bytes + made_from, None, job.deadline)?;
         let t = Instant::now();
         let up = |b: &Bases<G1Affine>| self.msm.upload_bases::<G1>(b).map_err(|e| self.err(e));
@@ -408,12 +533,13 @@ impl GpuWorker {
             device = self.ordinal(),
             key = key.id(),
             bytes,
-            h_copies = copies,
+            h_copies = multiples.map_or(1, |m| m.copies()),
             pinned = key.is_pinned(),
             ms = t.elapsed().as_secs_f64() * 1e3,
             "proving key resident on the device"
         );
-        *slot = Some(Arc::clone(&k));
+        residents.add_key(Arc::clone(&k));
+        job.stats.resident_uploads.fetch_add(1, Ordering::Relaxed);
         Ok(Some(k))
     }
 
