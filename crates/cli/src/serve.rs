@@ -498,6 +498,8 @@ macro_rules! call {
                         "vram_high_water": s.vram_high_water, "pinned_in_use": s.pinned_in_use,
                         "pinned_high_water": s.pinned_high_water,
                         "key_pinned_bytes": s.key_pinned_bytes,
+                        "resident_uploads": s.resident_uploads,
+                        "resident_evictions": s.resident_evictions,
                         "quarantined_devices": s.quarantined_devices,
                         "keys": s.keys.iter().map(|k| serde_json::json!({
                             "id": k.id, "path": k.path, "tier": k.tier, "bytes": k.bytes,

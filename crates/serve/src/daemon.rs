@@ -240,6 +240,10 @@ pub struct EngineFigures {
     pub pinned_in_use: usize,
     pub pinned_high_water: usize,
     pub key_pinned_bytes: u64,
+    /// Keys and recordings uploaded to stay resident on a device, and those given up for
+    /// another key's job.
+    pub resident_uploads: u64,
+    pub resident_evictions: u64,
     pub quarantined_devices: usize,
 }
 
@@ -711,6 +715,8 @@ impl Daemon {
             pinned_in_use: e.pinned_in_use,
             pinned_high_water: e.pinned_high_water,
             key_pinned_bytes: e.key_pinned_bytes,
+            resident_uploads: e.resident_uploads,
+            resident_evictions: e.resident_evictions,
             quarantined_devices: e.quarantined_devices,
         };
         let keys = self.shared.prover.params().resident_keys();

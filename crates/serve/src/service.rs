@@ -464,6 +464,8 @@ fn status_response(s: &crate::daemon::Status) -> pb::StatusResponse {
         pinned_in_use: s.engine.pinned_in_use as u64,
         pinned_high_water: s.engine.pinned_high_water as u64,
         key_pinned_bytes: s.engine.key_pinned_bytes,
+        resident_uploads: s.engine.resident_uploads,
+        resident_evictions: s.engine.resident_evictions,
         quarantined_devices: count(s.engine.quarantined_devices),
         keys: s.keys.iter().map(key_to_pb).collect(),
         synthesis_memory_in_use: s.synthesis_memory.in_use as u64,
