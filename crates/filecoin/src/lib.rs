@@ -49,7 +49,7 @@ use std::path::PathBuf;
 
 pub use keys::{KeyKind, KeyName};
 pub use kinds::{porep_blank_id, record_porep_blank};
-pub use params::{KeyTier, LoadedKey, ParamsCache, ResidentKey, Trust, CIRCUIT_SOURCE};
+pub use params::{EvictedKey, KeyTier, LoadedKey, ParamsCache, ResidentKey, Trust, CIRCUIT_SOURCE};
 pub use prover::{
     synthesis_bytes, witness_bytes, PartitionReport, PartitionWitness, ProofOutput, ProveOptions,
     Prover, ReferenceOutput, Retry, Synthesis, SynthesisMemory,

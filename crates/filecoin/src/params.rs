@@ -150,6 +150,13 @@ pub struct LoadedKey {
     pub read_ms: f64,
 }
 
+/// A key the cache let go of, and its circuit's recording if the cache held one.
+#[derive(Debug)]
+pub struct EvictedKey {
+    pub key: LoadedKey,
+    pub recording: Option<Arc<Recording>>,
+}
+
 /// A proving key the cache keeps hot or warm, as a status lists it.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ResidentKey {
@@ -410,7 +417,7 @@ impl ParamsCache {
     /// A key a job (or anything besides the cache) holds is not evicted:
     /// [`FilecoinError::KeyInUse`]. Its memory is freed once the returned key is dropped; the
     /// key is kept warm where the warm budget has room. A key that is only warm goes cold.
-    pub fn evict(&self, id: &str) -> Result<Option<LoadedKey>, FilecoinError> {
+    pub fn evict(&self, id: &str) -> Result<Option<EvictedKey>, FilecoinError> {
         let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
         let Some(k) = keys.held.get(id) else {
             if keys.warm.remove(id).is_some() {
@@ -430,18 +437,22 @@ impl ParamsCache {
             self.keep_warm(&mut keys, id, k);
         }
         drop(keys);
-        if let Some(k) = &evicted {
-            self.forget_recording(&k.path);
-            tracing::info!(key = id, bytes = k.key.bytes(), "proving key evicted");
-        }
-        Ok(evicted)
+        Ok(evicted.map(|key| {
+            tracing::info!(key = id, bytes = key.key.bytes(), "proving key evicted");
+            EvictedKey {
+                recording: self.forget_recording(&key.path),
+                key,
+            }
+        }))
     }
 
-    fn forget_recording(&self, params: &Path) {
+    /// Lets go of the recording of the circuit whose parameters are in `params`; gives it
+    /// back if one was held.
+    fn forget_recording(&self, params: &Path) -> Option<Arc<Recording>> {
         self.recordings
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .remove(params);
+            .remove(params)
     }
 
     /// Evicts least recently used keys no job holds until `needed` more bytes fit the budget.

@@ -357,7 +357,7 @@ impl Prover {
     pub fn evict_key_named(
         &self,
         name: crate::KeyName,
-    ) -> Result<Option<LoadedKey>, FilecoinError> {
+    ) -> Result<Option<crate::EvictedKey>, FilecoinError> {
         self.params.evict(&crate::kinds::named_id(name)?)
     }
 

@@ -686,16 +686,19 @@ impl Daemon {
         Ok(key)
     }
 
-    /// Lets go of the key `name` names if no job holds it, with its device copies: None when
-    /// it was not held.
+    /// Lets go of the key `name` names if no job holds it, with its circuit's recording and
+    /// the device copies of both that no job uses: None when it was not held.
     pub fn evict(&self, name: KeyName) -> Result<Option<Evicted>, FilecoinError> {
-        let Some(key) = self.shared.prover.evict_key_named(name)? else {
+        let Some(evicted) = self.shared.prover.evict_key_named(name)? else {
             return Ok(None);
         };
-        let device_bytes = self.shared.engine.release_key(key.key.id());
+        let engine = &self.shared.engine;
+        let recording_bytes = evicted
+            .recording
+            .map_or(0, |r| engine.release_recording(r.digest()));
         Ok(Some(Evicted {
-            host_bytes: key.key.bytes(),
-            device_bytes,
+            host_bytes: evicted.key.key.bytes(),
+            device_bytes: engine.release_key(evicted.key.key.id()) + recording_bytes,
         }))
     }
 

@@ -913,7 +913,7 @@ fn a_key_let_go_stays_warm_until_its_file_changes_or_the_warm_budget_has_no_room
     // with the digest recorded beside them gone, are read with every point checked, where the
     // warm key's remembered trust would have read them unchecked.
     drop(p.load_key_named(window).expect("read cold"));
-    let path = p.evict_key_named(window).unwrap().expect("held").path;
+    let path = p.evict_key_named(window).unwrap().expect("held").key.path;
     assert_eq!(tiers(&p), vec![(window, KeyTier::Warm)]);
     let replacement = path.with_extension("replacement");
     std::fs::copy(&path, &replacement).unwrap();

@@ -220,6 +220,15 @@ impl<K: Resident, R: Resident> Residents<K, R> {
         );
         at.map_or(0, |at| self.entries.remove(at).bytes())
     }
+
+    /// Gives up the recording of content `id` if no job uses it; its bytes (0 when it is not
+    /// kept or in use).
+    pub fn release_recording(&mut self, id: R::Id) -> usize {
+        let at = self.entries.iter().position(
+            |e| matches!(e, Entry::Recording(r, _) if r.id() == id && Arc::strong_count(r) == 1),
+        );
+        at.map_or(0, |at| self.entries.remove(at).bytes())
+    }
 }
 
 /// [`Residents`] behind a lock, with their bytes readable without it (a status never waits
@@ -404,14 +413,20 @@ mod tests {
     }
 
     #[test]
-    fn a_key_in_use_is_not_released() {
+    fn a_key_or_recording_in_use_is_not_released() {
         let mut set = Set::default();
         set.add_key(thing(1, 100));
         let held = set.key(1).expect("kept");
         assert_eq!(set.release_key(1), 0);
         drop(held);
+        assert_eq!(set.release_recording(1), 0, "a key is not a recording");
         assert_eq!(set.release_key(1), 100);
         assert_eq!(set.release_key(1), 0, "released once");
+        set.add_recording(thing(4, 40));
+        let held = set.recording(4).expect("kept");
+        assert_eq!(set.release_recording(4), 0);
+        drop(held);
+        assert_eq!(set.release_recording(4), 40);
     }
 
     #[test]

@@ -168,6 +168,15 @@ impl Engine {
             .sum()
     }
 
+    /// Frees the device copies of the recording of content `digest`
+    /// ([`zkpipe_r1cs::Recording::digest`]) that no job is using; gives the device bytes freed.
+    pub fn release_recording(&self, digest: zkpipe_r1cs::Digest) -> usize {
+        self.devices
+            .iter()
+            .map(|dev| dev.residents.lock().release_recording(digest))
+            .sum()
+    }
+
     /// Page-locks `key`'s points in host memory (on a GPU engine with `pin_key`; once per
     /// key). [`Engine::submit`] does this for a key's first job; call it earlier to keep the
     /// cost (about 60 ms per GiB) out of the first job's latency. A key that cannot be locked
