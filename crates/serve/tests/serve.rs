@@ -1274,7 +1274,7 @@ fn fixed_daemon(
 /// The daemon on a GPU engine: a registered circuit's proof (its a, b and c evaluated on the
 /// device from the recording) and a WindowPoSt's, each byte for byte the CPU engine's with
 /// the same r and s and accepted by its verifier; then the WindowPoSt key, kept resident on
-/// the device after its job, evicted with its device copy.
+/// the device after its job beside the circuit's, evicted with its device copies.
 #[test]
 fn on_the_gpu_proofs_equal_the_cpus_and_an_evicted_key_leaves_the_device() {
     use zkpipe_bellperson::circuits::RandomR1cs;
@@ -1376,9 +1376,15 @@ fn on_the_gpu_proofs_equal_the_cpus_and_an_evicted_key_leaves_the_device() {
         .unwrap();
     assert!(matches!(ended(&gpu, &last.id, limit), Phase::Completed(_)));
     let window = WINDOW_2KIB;
+    let kept = gpu.status().engine.vram_kept;
     let evicted = gpu.evict(window).expect("evicts").expect("it was held");
     assert!(evicted.host_bytes > 0);
     assert!(evicted.device_bytes > 0, "{evicted:?}");
+    // Its device copies (the key's, and the recording's where it had one) leave the budget;
+    // the circuit's key and recording, resident beside them, stay.
+    let engine = gpu.status().engine;
+    assert_eq!(engine.vram_kept, kept - evicted.device_bytes, "{engine:?}");
+    assert!(engine.vram_kept > 0, "{engine:?}");
     assert!(gpu
         .status()
         .keys
