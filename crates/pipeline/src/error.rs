@@ -57,6 +57,9 @@ pub enum ProveError {
     /// An engine thread could not be started.
     #[error("an engine thread could not be started: {source}")]
     Thread { source: std::io::Error },
+    /// The GPU workers' host thread pool could not be started.
+    #[error("the engine's host thread pool could not be started: {source}")]
+    HostPool { source: rayon::ThreadPoolBuildError },
     /// A job that the device's VRAM budget can never hold, even in its smallest plan.
     #[error("job needs {needed} bytes of device memory in its smallest plan; device {device} leaves {capacity} bytes of its VRAM budget to jobs (the rest holds a resident key and the workers' NTT tables)")]
     TooLargeForDevice {

@@ -903,3 +903,73 @@ fn a_changed_recording_under_the_same_id_is_not_taken_for_the_resident_one() {
         );
     }
 }
+
+/// The GPU workers' host work (the witness split, copies into page-locked memory, the sums'
+/// combination) runs on the engine's own threads: a job whose key is resident is proved while
+/// every thread of rayon's global pool is held by the caller's own work, as a daemon's request
+/// decoding or a prover's synthesis holds it.
+#[test]
+fn a_job_is_proved_while_the_callers_rayon_pool_is_busy() {
+    if gpu_context().is_none() {
+        return;
+    }
+    use crossbeam::channel::{bounded, unbounded};
+    use std::time::Duration;
+    let fixed = Randomness::Fixed {
+        r: Scalar::from(67u64),
+        s: Scalar::from(71u64),
+    };
+    let sh = shape(16);
+    let key = Arc::new(random_key(&sh, 73).unwrap());
+    let witness = random_witness(&sh, 74);
+    let cpu = Engine::start(
+        Config::default()
+            .with_proof_check(ProofCheck::Off)
+            .with_backend(Backend::Cpu),
+    )
+    .unwrap();
+    let want = cpu
+        .submit(&key, witness.clone(), fixed)
+        .unwrap()
+        .wait()
+        .unwrap();
+    drop(cpu);
+    let engine = Engine::start(
+        Config::default()
+            .with_proof_check(ProofCheck::Off)
+            .with_backend(Backend::Gpu)
+            .with_keep_key_resident(true)
+            .with_g2(G2Placement::Gpu),
+    )
+    .unwrap();
+    // The first job makes the key resident (its upload is not what this test is about).
+    let first = engine.submit(&key, random_witness(&sh, 75), fixed).unwrap();
+    first.wait().unwrap();
+
+    let threads = rayon::current_num_threads();
+    let (release, released) = bounded::<()>(0);
+    let (held, holding) = unbounded::<()>();
+    for _ in 0..threads {
+        let (released, held) = (released.clone(), held.clone());
+        rayon::spawn(move || {
+            let _ = held.send(());
+            let _ = released.recv();
+        });
+    }
+    for _ in 0..threads {
+        holding
+            .recv_timeout(Duration::from_secs(30))
+            .expect("every thread of the global pool held");
+    }
+    let job = engine.submit(&key, witness, fixed).unwrap();
+    let (done, proved) = bounded(1);
+    std::thread::spawn(move || {
+        let _ = done.send(job.wait());
+    });
+    let outcome = proved.recv_timeout(Duration::from_secs(60));
+    drop(release);
+    let proof = outcome
+        .expect("the job waited for rayon's global pool, which the caller's work holds")
+        .unwrap();
+    assert_eq!(proof.to_bytes(), want.to_bytes());
+}

@@ -27,10 +27,14 @@ impl GpuBackend {
         on_failure: OnDeviceFailure,
     ) -> Result<Vec<Box<dyn G1Backend>>, ProveError> {
         let mut workers: Vec<Box<dyn G1Backend>> = Vec::new();
+        if devices.is_empty() {
+            return Ok(workers);
+        }
+        let host = Arc::new(host_pool()?);
         for dev in devices {
             for _ in 0..per_device.max(1) {
                 workers.push(Box::new(GpuBackend {
-                    stage: GpuWorker::new(Arc::clone(dev))?,
+                    stage: GpuWorker::new(Arc::clone(dev), Arc::clone(&host))?,
                     devices: devices.to_vec(),
                     on_failure,
                 }));
@@ -94,6 +98,17 @@ impl GpuBackend {
             OnDeviceFailure::Fail => Err(error),
         }
     }
+}
+
+/// The GPU workers' host threads, one a core: apart from rayon's global pool, so that a
+/// caller's parallel work there never stands between a job and its staging.
+fn host_pool() -> Result<rayon::ThreadPool, ProveError> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("zkpipe-host-{i}"))
+        .build()
+        .map_err(|source| ProveError::HostPool { source })
 }
 
 impl G1Backend for GpuBackend {

@@ -108,6 +108,11 @@ pub(crate) struct GpuWorker {
     /// Budget grants for the NTT's cached tables, one per domain size this worker has seen:
     /// they stay allocated after the job, so they stay granted.
     tables: Mutex<HashMap<u32, VramGrant>>,
+    /// The engine's threads for its GPU workers' host work (the witness split, copies into
+    /// page-locked memory): the caller's own parallel work (a daemon decoding requests, a
+    /// prover synthesizing) in rayon's global pool cannot queue ahead of a job's staging.
+    /// Only work that never blocks runs here.
+    host: Arc<rayon::ThreadPool>,
 }
 
 impl Drop for GpuWorker {
@@ -137,7 +142,7 @@ struct Locked {
 }
 
 impl GpuWorker {
-    pub fn new(dev: Arc<DeviceShared>) -> Result<Self, ProveError> {
+    pub fn new(dev: Arc<DeviceShared>, host: Arc<rayon::ThreadPool>) -> Result<Self, ProveError> {
         let d = dev.ctx.ordinal();
         let memory = dev.budget.capacity();
         Ok(Self {
@@ -149,6 +154,7 @@ impl GpuWorker {
                 .map_err(|e| ProveError::device(d, e))?,
             r1cs: CudaEvaluator::new(&dev.ctx).map_err(|e| ProveError::device(d, e))?,
             tables: Mutex::new(HashMap::new()),
+            host,
             dev,
         })
     }
@@ -191,12 +197,15 @@ impl GpuWorker {
         let t = Instant::now();
         let (source, z, witness) = match witness {
             StageWitness::Given(e, z) => {
-                let split = SplitWitness::of(&z)?;
+                let split = self.host.install(|| SplitWitness::of(&z))?;
                 // The CPU's B2 reads z after this stage; otherwise its memory (lent, say) goes
                 // now.
                 (Source::given(e), (!self.dev.g2_on_gpu).then_some(z), split)
             }
-            StageWitness::Kept(e, z) => (Source::kept(e), None, SplitWitness::of(z)?),
+            StageWitness::Kept(e, z) => {
+                let split = self.host.install(|| SplitWitness::of(z))?;
+                (Source::kept(e), None, split)
+            }
         };
         let admitted = self.admit(job, &witness, source.recording())?;
         if let Some(k) = &admitted.resident {
@@ -267,7 +276,10 @@ impl GpuWorker {
             let top = top.wait().map_err(|e| self.err(e))?;
             check_satisfied(top.first().map(|&t| Scalar::from(t)))?;
         }
-        let (parts, b2) = sums.combine().map_err(|e| self.err(e))?;
+        let (parts, b2) = self
+            .host
+            .install(|| sums.combine())
+            .map_err(|e| self.err(e))?;
         let report = crate::stats::JobReport {
             job: job.id,
             device: Some(self.ordinal()),

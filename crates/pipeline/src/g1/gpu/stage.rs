@@ -371,9 +371,11 @@ impl GpuWorker {
                 .pinned
                 .acquire::<T>(chunk.len(), self.pool_wait(job))
                 .map_err(|e| self.pool_err(job, e))?;
-            host.par_chunks_mut(1 << 14)
-                .zip(chunk.par_chunks(1 << 14))
-                .for_each(|(d, s)| d.copy_from_slice(s));
+            self.host.install(|| {
+                host.par_chunks_mut(1 << 14)
+                    .zip(chunk.par_chunks(1 << 14))
+                    .for_each(|(d, s)| d.copy_from_slice(s))
+            });
             upload(&self.copy, host, dev, i * per)
                 .map_err(|e| self.err(e))?
                 .release();
