@@ -904,12 +904,13 @@ fn a_changed_recording_under_the_same_id_is_not_taken_for_the_resident_one() {
     }
 }
 
-/// The GPU workers' host work (the witness split, copies into page-locked memory, the sums'
-/// combination) runs on the engine's own threads: a job whose key is resident is proved while
-/// every thread of rayon's global pool is held by the caller's own work, as a daemon's request
-/// decoding or a prover's synthesis holds it.
+/// The GPU workers' host work (the witness split, a, b and c padded and copied into
+/// page-locked memory, the sums combined) runs on the engine's own threads: jobs whose key is
+/// resident, one with its witness in the caller's vectors and one in lent memory, are proved
+/// while every thread of rayon's global pool is held by the caller's own work, as a daemon's
+/// request decoding or a prover's synthesis holds it.
 #[test]
-fn a_job_is_proved_while_the_callers_rayon_pool_is_busy() {
+fn jobs_are_proved_while_the_callers_rayon_pool_is_busy() {
     if gpu_context().is_none() {
         return;
     }
@@ -921,7 +922,7 @@ fn a_job_is_proved_while_the_callers_rayon_pool_is_busy() {
     };
     let sh = shape(16);
     let key = Arc::new(random_key(&sh, 73).unwrap());
-    let witness = random_witness(&sh, 74);
+    let source = WitnessSource::new(&sh, 74);
     let cpu = Engine::start(
         Config::default()
             .with_proof_check(ProofCheck::Off)
@@ -929,22 +930,31 @@ fn a_job_is_proved_while_the_callers_rayon_pool_is_busy() {
     )
     .unwrap();
     let want = cpu
-        .submit(&key, witness.clone(), fixed)
+        .submit(&key, source.witness(), fixed)
         .unwrap()
         .wait()
-        .unwrap();
+        .unwrap()
+        .to_bytes();
     drop(cpu);
     let engine = Engine::start(
         Config::default()
             .with_proof_check(ProofCheck::Off)
             .with_backend(Backend::Gpu)
             .with_keep_key_resident(true)
+            .with_pinned_witness(4 * (32 << 20))
             .with_g2(G2Placement::Gpu),
     )
     .unwrap();
     // The first job makes the key resident (its upload is not what this test is about).
-    let first = engine.submit(&key, random_witness(&sh, 75), fixed).unwrap();
-    first.wait().unwrap();
+    let first = engine.submit(&key, source.witness(), fixed).unwrap();
+    assert_eq!(first.wait().unwrap().to_bytes(), want);
+    let wait = Duration::from_secs(60);
+    let witnesses = [
+        source.witness(),
+        source
+            .witness_in_lent(engine.lend_witness(&key, wait).unwrap())
+            .unwrap(),
+    ];
 
     let threads = rayon::current_num_threads();
     let (release, released) = bounded::<()>(0);
@@ -961,15 +971,22 @@ fn a_job_is_proved_while_the_callers_rayon_pool_is_busy() {
             .recv_timeout(Duration::from_secs(30))
             .expect("every thread of the global pool held");
     }
-    let job = engine.submit(&key, witness, fixed).unwrap();
+    let jobs: Vec<_> = witnesses
+        .into_iter()
+        .map(|w| engine.submit(&key, w, fixed).unwrap())
+        .collect();
     let (done, proved) = bounded(1);
     std::thread::spawn(move || {
-        let _ = done.send(job.wait());
+        let proofs: Vec<_> = jobs.into_iter().map(|job| job.wait()).collect();
+        let _ = done.send(proofs);
     });
-    let outcome = proved.recv_timeout(Duration::from_secs(60));
+    let outcome = proved.recv_timeout(wait);
     drop(release);
-    let proof = outcome
-        .expect("the job waited for rayon's global pool, which the caller's work holds")
-        .unwrap();
-    assert_eq!(proof.to_bytes(), want.to_bytes());
+    let proofs =
+        outcome.expect("a job waited for rayon's global pool, which the caller's work holds");
+    for proof in proofs {
+        assert_eq!(proof.unwrap().to_bytes(), want);
+    }
+    let st = engine.shutdown();
+    assert_eq!(st.pinned_in_use, 0, "lent memory not back");
 }

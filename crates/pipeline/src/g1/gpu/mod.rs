@@ -108,10 +108,10 @@ pub(crate) struct GpuWorker {
     /// Budget grants for the NTT's cached tables, one per domain size this worker has seen:
     /// they stay allocated after the job, so they stay granted.
     tables: Mutex<HashMap<u32, VramGrant>>,
-    /// The engine's threads for its GPU workers' host work (the witness split, copies into
-    /// page-locked memory): the caller's own parallel work (a daemon decoding requests, a
-    /// prover synthesizing) in rayon's global pool cannot queue ahead of a job's staging.
-    /// Only work that never blocks runs here.
+    /// The engine's threads for its GPU workers' host work (the witness split, a, b and c
+    /// padded and copied into page-locked memory, the sums combined): the caller's own
+    /// parallel work (a daemon decoding requests, a prover synthesizing) in rayon's global pool
+    /// cannot queue ahead of a job's staging. Only work that never blocks runs here.
     host: Arc<rayon::ThreadPool>,
 }
 

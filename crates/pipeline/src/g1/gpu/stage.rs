@@ -260,8 +260,11 @@ impl GpuWorker {
                 self.upload_evaluations(&mut c, dc, job)?;
                 Ok(None)
             }
-            (None, Scalars::Pinned(c)) => Ok(Some(HostC::Lent(c.padded()))),
-            (None, Scalars::Pageable(c)) => Ok(Some(self.registered(padded(c, n))?)),
+            (None, Scalars::Pinned(c)) => Ok(Some(HostC::Lent(self.host.install(|| c.padded())))),
+            (None, Scalars::Pageable(c)) => {
+                let c = self.host.install(|| padded(c, n));
+                Ok(Some(self.registered(c)?))
+            }
         }
     }
 
@@ -279,8 +282,13 @@ impl GpuWorker {
                 self.upload_evaluations(c, dc, job)?;
                 Ok(None)
             }
-            (None, Scalars::Pinned(c)) => Ok(Some(HostC::Kept(c.padded_in_place()))),
-            (None, Scalars::Pageable(c)) => Ok(Some(self.registered(padded(c.clone(), n))?)),
+            (None, Scalars::Pinned(c)) => {
+                Ok(Some(HostC::Kept(self.host.install(|| c.padded_in_place()))))
+            }
+            (None, Scalars::Pageable(c)) => {
+                let c = self.host.install(|| padded(c.clone(), n));
+                Ok(Some(self.registered(c)?))
+            }
         }
     }
 
@@ -311,7 +319,7 @@ impl GpuWorker {
             Scalars::Pageable(v) => {
                 return self.upload_into(dst, cast::scalars_as_fr(v), job);
             }
-            Scalars::Pinned(p) => p.padded_in_place(),
+            Scalars::Pinned(p) => self.host.install(|| p.padded_in_place()),
         };
         if host.len() != n {
             return Err(ProveError::Shape {
