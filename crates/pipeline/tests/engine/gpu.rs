@@ -10,11 +10,25 @@ use zkpipe_msm::{GpuCurve, G1, G2};
 use zkpipe_pipeline::testgen::{random_key, random_witness, Shape, WitnessSource};
 use zkpipe_pipeline::{
     Backend, Config, Engine, G2Placement, JobMemoryUse, JobReport, KeyPlacement, LinkReport,
-    OnDeviceFailure, PlanReport, ProofCheck, ProveError, ProvingKey, Randomness, Scalars,
-    StreamedPoints,
+    OnDeviceFailure, PlanReport, Proof, ProofCheck, ProveError, ProvingKey, Randomness, Scalars,
+    StreamedPoints, Witness,
 };
 
 const MIB: usize = 1 << 20;
+
+/// The CPU engine's proof of `witness` for `key`: what every GPU proof here must equal.
+fn cpu_proof(key: &Arc<ProvingKey>, witness: Witness, randomness: Randomness) -> Proof {
+    let cpu = Engine::start(
+        Config::default()
+            .with_proof_check(ProofCheck::Off)
+            .with_backend(Backend::Cpu),
+    )
+    .unwrap();
+    cpu.submit(key, witness, randomness)
+        .unwrap()
+        .wait()
+        .unwrap()
+}
 
 fn shape(log_n: u32) -> Shape {
     Shape {
@@ -77,13 +91,7 @@ fn a_job_too_large_for_the_budget_is_an_error_and_the_engine_goes_on() {
     let st = engine.shutdown();
     assert_eq!((st.done, st.failed), (1, 1));
     assert!(st.vram_budget_high_water <= 96 << 20);
-    let cpu = Engine::start(
-        Config::default()
-            .with_proof_check(ProofCheck::Off)
-            .with_backend(Backend::Cpu),
-    )
-    .unwrap();
-    let want = cpu.submit(&key, w, fixed).unwrap().wait().unwrap();
+    let want = cpu_proof(&key, w, fixed);
     assert_eq!(gpu.to_bytes(), want.to_bytes());
 }
 
@@ -99,13 +107,7 @@ fn a_pinned_key_proves_resident_and_uploaded_per_msm_with_event_timed_stages() {
     let sh = shape(12);
     let key = Arc::new(random_key(&sh, 5).unwrap());
     let w = random_witness(&sh, 6);
-    let cpu = Engine::start(
-        Config::default()
-            .with_proof_check(ProofCheck::Off)
-            .with_backend(Backend::Cpu),
-    )
-    .unwrap();
-    let want = cpu.submit(&key, w.clone(), fixed).unwrap().wait().unwrap();
+    let want = cpu_proof(&key, w.clone(), fixed);
     assert!(!key.is_pinned(), "the CPU engine does not lock memory");
     for resident in [true, false] {
         let engine = Engine::start(
@@ -155,13 +157,7 @@ fn h_multiples_with_the_resident_key_give_the_same_proofs() {
     let sh = shape(13);
     let key = Arc::new(random_key(&sh, 21).unwrap());
     let w = random_witness(&sh, 22);
-    let cpu = Engine::start(
-        Config::default()
-            .with_proof_check(ProofCheck::Off)
-            .with_backend(Backend::Cpu),
-    )
-    .unwrap();
-    let want = cpu.submit(&key, w.clone(), fixed).unwrap().wait().unwrap();
+    let want = cpu_proof(&key, w.clone(), fixed);
     for copies in [2, 4, 16] {
         let engine = Engine::start(
             Config::default()
@@ -213,13 +209,7 @@ fn an_unpinned_key_still_proves() {
     let got = gpu.submit(&key, w.clone(), fixed).unwrap().wait().unwrap();
     assert!(!key.is_pinned());
     assert_eq!(gpu.shutdown().key_pinned_bytes, 0);
-    let cpu = Engine::start(
-        Config::default()
-            .with_proof_check(ProofCheck::Off)
-            .with_backend(Backend::Cpu),
-    )
-    .unwrap();
-    let want = cpu.submit(&key, w, fixed).unwrap().wait().unwrap();
+    let want = cpu_proof(&key, w, fixed);
     assert_eq!(got.to_bytes(), want.to_bytes());
 }
 
@@ -235,14 +225,7 @@ fn proofs_are_byte_identical_across_backends_caps_and_residency() {
     let sh = shape(20);
     let key = Arc::new(random_key(&sh, 21).unwrap());
     let w = random_witness(&sh, 22);
-    let cpu = Engine::start(
-        Config::default()
-            .with_proof_check(ProofCheck::Off)
-            .with_backend(Backend::Cpu),
-    )
-    .unwrap();
-    let want = cpu.submit(&key, w.clone(), fixed).unwrap().wait().unwrap();
-    drop(cpu);
+    let want = cpu_proof(&key, w.clone(), fixed);
     // No cap, a 16 GiB card, and budgets small enough for the three-vector H step and small
     // MSM chunks; each with the key resident (where it fits) and streamed.
     let caps = [
@@ -284,19 +267,7 @@ fn a_kept_witness_proves_as_a_given_one_in_every_plan() {
     let sh = shape(20);
     let key = Arc::new(random_key(&sh, 48).unwrap());
     let source = WitnessSource::new(&sh, 49);
-    let cpu = Engine::start(
-        Config::default()
-            .with_proof_check(ProofCheck::Off)
-            .with_backend(Backend::Cpu),
-    )
-    .unwrap();
-    let want = cpu
-        .submit(&key, source.witness(), fixed)
-        .unwrap()
-        .wait()
-        .unwrap()
-        .to_bytes();
-    drop(cpu);
+    let want = cpu_proof(&key, source.witness(), fixed).to_bytes();
     let wait = std::time::Duration::from_secs(60);
     let mut plans = Vec::new();
     // The CPU as the policy: the engine keeps each witness until its job is done (to run it
@@ -504,19 +475,9 @@ fn keys_of_two_domain_sizes_alternate_on_two_workers_without_a_wait_for_ever() {
         Arc::new(random_key(&big, 44).unwrap()),
     ];
     let witnesses = [random_witness(&small, 45), random_witness(&big, 46)];
-    let cpu = Engine::start(
-        Config::default()
-            .with_proof_check(ProofCheck::Off)
-            .with_backend(Backend::Cpu),
-    )
-    .unwrap();
     let want: Vec<[u8; 192]> = (0..2)
-        .map(|i| {
-            let job = cpu.submit(&keys[i], witnesses[i].clone(), fixed).unwrap();
-            job.wait().unwrap().to_bytes()
-        })
+        .map(|i| cpu_proof(&keys[i], witnesses[i].clone(), fixed).to_bytes())
         .collect();
-    drop(cpu);
     // Budgets where the small key's memory is kept by each worker while the big key's jobs
     // need memory of their own: before, an idle worker's kept memory of one size made a job
     // of the other size wait for ever. Each engine runs in a thread watched for a hang.
@@ -601,19 +562,9 @@ fn two_keys_stay_resident_side_by_side_while_the_budget_leaves_jobs_their_plans(
         Arc::new(random_key(&sh, 62).unwrap()),
     ];
     let witnesses = [random_witness(&sh, 63), random_witness(&sh, 64)];
-    let cpu = Engine::start(
-        Config::default()
-            .with_proof_check(ProofCheck::Off)
-            .with_backend(Backend::Cpu),
-    )
-    .unwrap();
     let want: Vec<[u8; 192]> = (0..2)
-        .map(|i| {
-            let job = cpu.submit(&keys[i], witnesses[i].clone(), fixed).unwrap();
-            job.wait().unwrap().to_bytes()
-        })
+        .map(|i| cpu_proof(&keys[i], witnesses[i].clone(), fixed).to_bytes())
         .collect();
-    drop(cpu);
     let turns = [0usize, 1, 0, 1, 0, 1];
     let mut outcomes = Vec::new();
     for cap_mib in [
@@ -741,7 +692,7 @@ type ReportCheck<'a> = &'a dyn Fn(&str, &zkpipe_pipeline::JobReport);
 fn prove_under_caps(
     key: &Arc<zkpipe_pipeline::ProvingKey>,
     w: &zkpipe_pipeline::Witness,
-    want: &zkpipe_pipeline::Proof,
+    want: &Proof,
     fixed: Randomness,
     caps: &[Option<usize>],
     check: ReportCheck<'_>,
@@ -811,15 +762,8 @@ fn recorded_witnesses_prove_on_the_device_as_evaluated_ones_on_the_cpu() {
     let sh = shape(20);
     let key = Arc::new(random_key(&sh, 31).unwrap());
     let w = recorded_witness(&sh, 32).unwrap();
-    let cpu = Engine::start(
-        Config::default()
-            .with_proof_check(ProofCheck::Off)
-            .with_backend(Backend::Cpu),
-    )
-    .unwrap();
     let evaluated = w.clone().evaluated().unwrap();
-    let want = cpu.submit(&key, evaluated, fixed).unwrap().wait().unwrap();
-    drop(cpu);
+    let want = cpu_proof(&key, evaluated, fixed);
     let evaluated_on_device = |what: &str, report: &zkpipe_pipeline::JobReport| {
         let evaluate = report
             .device_ms
@@ -869,18 +813,10 @@ fn a_changed_recording_under_the_same_id_is_not_taken_for_the_resident_one() {
         recording: Some(Arc::new(changed)),
         ..first.clone()
     };
-    let cpu = Engine::start(
-        Config::default()
-            .with_proof_check(ProofCheck::Off)
-            .with_backend(Backend::Cpu),
-    )
-    .unwrap();
-    let mut want = Vec::new();
-    for w in [&first, &second] {
-        let evaluated = w.clone().evaluated().unwrap();
-        want.push(cpu.submit(&key, evaluated, fixed).unwrap().wait().unwrap());
-    }
-    drop(cpu);
+    let want: Vec<_> = [&first, &second]
+        .into_iter()
+        .map(|w| cpu_proof(&key, w.clone().evaluated().unwrap(), fixed))
+        .collect();
     assert_ne!(want[0].to_bytes(), want[1].to_bytes());
     let gpu = Engine::start(
         Config::default()
@@ -923,19 +859,7 @@ fn jobs_are_proved_while_the_callers_rayon_pool_is_busy() {
     let sh = shape(16);
     let key = Arc::new(random_key(&sh, 73).unwrap());
     let source = WitnessSource::new(&sh, 74);
-    let cpu = Engine::start(
-        Config::default()
-            .with_proof_check(ProofCheck::Off)
-            .with_backend(Backend::Cpu),
-    )
-    .unwrap();
-    let want = cpu
-        .submit(&key, source.witness(), fixed)
-        .unwrap()
-        .wait()
-        .unwrap()
-        .to_bytes();
-    drop(cpu);
+    let want = cpu_proof(&key, source.witness(), fixed).to_bytes();
     let engine = Engine::start(
         Config::default()
             .with_proof_check(ProofCheck::Off)
