@@ -260,7 +260,9 @@ async fn prove_once(call: &ProveCall, load: &Load, run: &str, n: usize) -> Outco
     }
 }
 
-/// Sends `load` until `until`, giving every outcome.
+/// Sends `load` until `until`, giving every outcome. A paced load stops at `until`, not at
+/// its first tick after it (which would stretch the run, and lower every kind's rate, by up
+/// to a period).
 async fn drive(call: ProveCall, load: Load, run: String, until: Instant) -> Vec<Outcome> {
     let load = Arc::new(load);
     let mut tasks = tokio::task::JoinSet::new();
@@ -268,10 +270,14 @@ async fn drive(call: ProveCall, load: Load, run: String, until: Instant) -> Vec<
         Pace::Every(period) => {
             let mut ticks = tokio::time::interval(period);
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let deadline = tokio::time::Instant::from_std(until);
             let mut n = 0;
             loop {
-                ticks.tick().await;
-                if Instant::now() >= until {
+                if tokio::time::timeout_at(deadline, ticks.tick())
+                    .await
+                    .is_err()
+                    || Instant::now() >= until
+                {
                     break;
                 }
                 let (call, load, run) = (Arc::clone(&call), Arc::clone(&load), run.clone());
@@ -469,6 +475,43 @@ mod tests {
             })
             .collect();
         assert_eq!(jobs, ["a", "b", "c", "a", "b", "c", "a"]);
+    }
+
+    /// A load sent every 10 s in a run of 1.5 s: one request at the start, and the driver
+    /// ends at the run's end rather than at the next tick, 8.5 s after it.
+    #[test]
+    fn a_paced_load_stops_at_the_end_of_the_run() {
+        let answered: ProveCall = Arc::new(|_| {
+            Box::pin(async {
+                Ok(pb::AwaitResponse {
+                    state: pb::JobState::Completed.into(),
+                    ..Default::default()
+                })
+            })
+        });
+        let load = Load {
+            kind: "winning-post",
+            proof: Proof::CircuitWitness(pb::CircuitWitness::default()),
+            pace: Pace::Every(Duration::from_secs(10)),
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("a runtime");
+        let start = Instant::now();
+        let outcomes = rt.block_on(drive(
+            answered,
+            load,
+            "t".into(),
+            start + Duration::from_millis(1500),
+        ));
+        let took = start.elapsed();
+        assert_eq!(outcomes.len(), 1);
+        assert!(outcomes[0].error.is_none(), "{:?}", outcomes[0].error);
+        assert!(
+            took >= Duration::from_millis(1500) && took < Duration::from_secs(5),
+            "the driver took {took:?}"
+        );
     }
 
     #[test]
