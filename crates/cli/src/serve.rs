@@ -6,16 +6,16 @@ use std::sync::Arc;
 use zkpipe_filecoin::{KeyKind, KeyName, ParamsCache, ProveOptions, Prover};
 use zkpipe_pipeline::{Backend, Engine};
 use zkpipe_serve::pb::{self, submit_request::Proof};
-use zkpipe_serve::{Circuits, Daemon, ProverService};
+use zkpipe_serve::{Circuits, Daemon, ProverService, RequestThreads};
 
 use crate::exit::Failure;
 
 /// `zkpipe serve`.
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
-    /// The configuration: a `[serve]` table (socket, tcp, token_file, tls_cert, tls_key, http, jobs, queue,
-    /// keep_finished_s, max_message, params_dir, synthesis_threads) beside the engine's
-    /// fields. Every field has a default; without a file the daemon listens on zkpipe.sock.
+    /// The configuration: a `[serve]` table (socket, tcp, token_file, tls_cert, tls_key, http,
+    /// jobs, queue, keep_finished_s, max_message, params_dir, synthesis_threads,
+    /// request_threads, …) beside the engine's fields. Every field has a default; without a file the daemon listens on zkpipe.sock.
     #[arg(long)]
     config: Option<PathBuf>,
     /// Prove on the CPU whatever the configuration says.
@@ -113,7 +113,9 @@ pub fn serve(a: &ServeArgs) -> Result<(), Failure> {
         engine.backend(),
         dir.display()
     );
-    let daemon = Daemon::start(prover, engine, circuits, cfg.limits());
+    let request_threads =
+        RequestThreads::new(cfg.request_threads).map_err(|e| Failure::Other(Box::new(e)))?;
+    let daemon = Daemon::start(prover, engine, circuits, cfg.limits(), request_threads);
     for name in preload {
         let key = daemon
             .preload(name)

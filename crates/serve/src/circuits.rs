@@ -19,6 +19,8 @@ use prost::bytes::Bytes;
 use rayon::prelude::*;
 use zkpipe_field::Fr;
 use zkpipe_filecoin::{FilecoinError, LoadedKey, Prover, Turn};
+
+use crate::requests::RequestThreads;
 use zkpipe_pipeline::{Engine, ProvingKey, Witness};
 use zkpipe_r1cs::{Recording, RecordingError};
 
@@ -171,15 +173,17 @@ impl Circuit {
     }
 
     /// Proves `w` on `engine` in `turn`: the proof's 192 bytes (bellperson's `Proof::write`).
+    /// Its values are converted on `threads`.
     pub fn prove(
         &self,
         prover: &Prover,
         engine: &Engine,
+        threads: &RequestThreads,
         w: CircuitWitness,
         turn: Turn<'_>,
     ) -> Result<Vec<u8>, FilecoinError> {
         let key = self.key(prover)?;
-        let witness = || self.lent_witness(engine, &key.key, w);
+        let witness = || self.lent_witness(engine, threads, &key.key, w);
         let (proof, _) = prover.prove_circuit(engine, &key, witness, turn)?;
         Ok(proof.to_bytes().to_vec())
     }
@@ -190,14 +194,15 @@ impl Circuit {
     fn lent_witness(
         &self,
         engine: &Engine,
+        threads: &RequestThreads,
         key: &ProvingKey,
         w: CircuitWitness,
     ) -> Result<Witness, FilecoinError> {
         let lent = |source| FilecoinError::Circuit { source };
         let mut aux = engine.lend_aux(key, LEND_WAIT).map_err(lent)?;
         let slots = aux.append_slots(w.aux.len()).map_err(lent)?;
-        w.aux
-            .write_into(slots)
+        threads
+            .run(|| w.aux.write_into(slots))
             .map_err(|e| FilecoinError::Witness {
                 source: Box::new(e),
             })?;

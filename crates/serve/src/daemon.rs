@@ -13,6 +13,7 @@ use zkpipe_filecoin::{FilecoinError, KeyName, LoadedKey, Prover, Request, Schedu
 use zkpipe_pipeline::Engine;
 
 use crate::circuits::{CircuitSummary, CircuitWitness, Circuits};
+use crate::requests::RequestThreads;
 
 pub use zkpipe_filecoin::Priority;
 
@@ -473,6 +474,8 @@ struct Shared {
     engine: Engine,
     circuits: Circuits,
     limits: Limits,
+    /// Where the work on requests' bytes runs (their digest, checks and conversion).
+    request_threads: RequestThreads,
     started: Instant,
     /// Makes job ids of this run unlike those of an earlier one.
     run_tag: u32,
@@ -503,8 +506,15 @@ impl Daemon {
     /// jobs) proving on `engine` with `prover`, whose partitions are the work items: each
     /// waits for one of the prover's synthesis slots and for one of the engine's workers in
     /// its job's priority ([`zkpipe_filecoin::schedule`]). Besides Filecoin's kinds it proves
-    /// `circuits` (registered with `prover`, whose cache holds their keys).
-    pub fn start(prover: Prover, engine: Engine, circuits: Circuits, limits: Limits) -> Arc<Self> {
+    /// `circuits` (registered with `prover`, whose cache holds their keys). Its work on
+    /// requests' bytes runs on `request_threads`.
+    pub fn start(
+        prover: Prover,
+        engine: Engine,
+        circuits: Circuits,
+        limits: Limits,
+        request_threads: RequestThreads,
+    ) -> Arc<Self> {
         let slots = Scheduling::for_engine(engine.workers(), prover.options().synthesis_threads)
             .with_synthesis_memory(limits.synthesis_memory);
         let prover = prover.with_scheduling(slots);
@@ -521,6 +531,7 @@ impl Daemon {
             engine,
             circuits,
             limits,
+            request_threads,
             started,
             run_tag,
         });
@@ -707,6 +718,11 @@ impl Daemon {
         &self.shared.circuits
     }
 
+    /// Where its work on requests' bytes runs.
+    pub fn request_threads(&self) -> &RequestThreads {
+        &self.shared.request_threads
+    }
+
     /// The daemon now.
     pub fn status(&self) -> Status {
         let e = self.shared.engine.stats();
@@ -830,7 +846,13 @@ fn prove(shared: &Shared, work: Work, turn: Turn<'_>) -> Result<Vec<u8>, Filecoi
             .map(|out| out.bytes),
         Work::Circuit(witness) => {
             let circuit = Arc::clone(witness.circuit());
-            circuit.prove(&shared.prover, &shared.engine, witness, turn)
+            circuit.prove(
+                &shared.prover,
+                &shared.engine,
+                &shared.request_threads,
+                witness,
+                turn,
+            )
         }
     }
 }

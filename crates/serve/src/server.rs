@@ -90,6 +90,11 @@ pub struct ServeConfig {
     /// no limit.
     #[serde(default, deserialize_with = "de_opt_bytes")]
     pub synthesis_memory: Option<usize>,
+    /// Threads for the daemon's own work on requests' bytes (a request's digest, a witness's
+    /// canonical check and its conversion into the engine's memory), apart from the engine's
+    /// host threads. Default 0: rayon's global pool, a thread a core.
+    #[serde(default)]
+    pub request_threads: usize,
     /// Circuits proved besides Filecoin's, by name: `[serve.circuits.NAME]` with `params`
     /// (the Groth16 parameter file) and `recording` (the circuit's recording). Each is read
     /// and checked at start; one that cannot be used stops the start with its reason.
@@ -160,6 +165,7 @@ impl Default for ServeConfig {
             preload: Vec::new(),
             synthesis_threads: default_synthesis(),
             synthesis_memory: None,
+            request_threads: 0,
             circuits: Default::default(),
         }
     }
@@ -652,6 +658,7 @@ queue = 50
 keep_finished_s = 60
 max_message = "64MiB"
 synthesis_threads = 8
+request_threads = 4
 urgent_jobs = 2
 key_budget = "200GiB"
 preload = ["winning-post:32GiB", "porep-c2:32GiB"]
@@ -667,6 +674,7 @@ preload = ["winning-post:32GiB", "porep-c2:32GiB"]
         assert_eq!((limits.workers, limits.queue), (4, 50));
         assert_eq!(limits.keep_finished, std::time::Duration::from_secs(60));
         assert_eq!(serve.synthesis_threads, 8);
+        assert_eq!(serve.request_threads, 4);
         assert_eq!(limits.urgent_workers, 2);
         assert_eq!(serve.key_budget, Some(200 << 30));
         let preload: Vec<zkpipe_filecoin::KeyName> =
@@ -733,6 +741,7 @@ preload = ["winning-post:32GiB", "porep-c2:32GiB"]
             engine,
             crate::Circuits::default(),
             crate::Limits::default(),
+            crate::RequestThreads::Global,
         );
         let e = rt
             .block_on(serve(

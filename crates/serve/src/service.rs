@@ -257,14 +257,18 @@ impl ProverService {
 
     /// [`Self::submit_checked`] on a thread for blocking work: hashing and decoding a request
     /// of many MB would hold up the runtime's threads, which carry every other call's bytes.
+    /// Its parallel parts run on the daemon's request threads.
     async fn submit_off_runtime(
         &self,
         req: pb::SubmitRequest,
     ) -> Result<pb::SubmitResponse, Status> {
         let service = self.clone();
-        tokio::task::spawn_blocking(move || service.submit_checked(req))
-            .await
-            .map_err(|e| Status::internal(format!("checking the request: {e}")))?
+        tokio::task::spawn_blocking(move || {
+            let threads = service.daemon.request_threads().clone();
+            threads.run(|| service.submit_checked(req))
+        })
+        .await
+        .map_err(|e| Status::internal(format!("checking the request: {e}")))?
     }
 
     async fn await_job(

@@ -44,6 +44,7 @@ fn daemon(dir: &std::path::Path) -> Arc<Daemon> {
         engine,
         zkpipe_serve::Circuits::default(),
         Limits::default(),
+        zkpipe_serve::RequestThreads::Global,
     )
 }
 

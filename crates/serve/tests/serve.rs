@@ -11,7 +11,9 @@ use zkpipe_filecoin::gen::{self, SectorData};
 use zkpipe_filecoin::{KeyKind, KeyName, ParamsCache, ProveOptions, Prover, Request};
 use zkpipe_pipeline::{Backend, Config, Engine};
 use zkpipe_serve::pb::{self, submit_request::Proof};
-use zkpipe_serve::{connect_tcp, connect_unix, serve, Daemon, Limits, ProverService, ServeConfig};
+use zkpipe_serve::{
+    connect_tcp, connect_unix, serve, Daemon, Limits, ProverService, RequestThreads, ServeConfig,
+};
 
 const KIB2: u64 = 2048;
 /// The 2 KiB sectors' PoSt keys, as a preload or an eviction names them.
@@ -52,7 +54,13 @@ fn daemon(workers: usize) -> Arc<Daemon> {
 fn daemon_within(limits: Limits) -> Arc<Daemon> {
     let prover = Prover::new(ParamsCache::new(params_dir()), ProveOptions::default());
     let engine = Engine::start(Config::default().with_backend(Backend::Cpu)).expect("engine");
-    Daemon::start(prover, engine, zkpipe_serve::Circuits::default(), limits)
+    Daemon::start(
+        prover,
+        engine,
+        zkpipe_serve::Circuits::default(),
+        limits,
+        RequestThreads::Global,
+    )
 }
 
 /// A free TCP port on the loopback (bound, then released for the daemon).
@@ -1148,7 +1156,9 @@ fn a_registered_circuit_is_proved_from_its_witness_over_the_socket_and_tcp() {
     let configs = [("random".to_string(), config.clone())].into();
     let circuits = zkpipe_serve::Circuits::register(&prover, &configs).expect("registers");
     let engine = Engine::start(Config::default().with_backend(Backend::Cpu)).expect("engine");
-    let d = Daemon::start(prover, engine, circuits, Limits::default());
+    // Its requests' digests, checks and conversions on two threads of their own.
+    let threads = RequestThreads::new(2).expect("request threads");
+    let d = Daemon::start(prover, engine, circuits, Limits::default(), threads);
     let token_file = dir.join("token");
     std::fs::write(&token_file, "circuit-token\n").unwrap();
     let serve_config = ServeConfig {
@@ -1268,7 +1278,13 @@ fn fixed_daemon(
     };
     let prover = Prover::new(ParamsCache::new(params_dir()), options);
     let circuits = circuits(&prover);
-    Daemon::start(prover, engine, circuits, Limits::default())
+    Daemon::start(
+        prover,
+        engine,
+        circuits,
+        Limits::default(),
+        RequestThreads::Global,
+    )
 }
 
 /// The daemon on a GPU engine: a registered circuit's proof (its a, b and c evaluated on the
