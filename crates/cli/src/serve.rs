@@ -15,7 +15,8 @@ use crate::exit::Failure;
 pub struct ServeArgs {
     /// The configuration: a `[serve]` table (socket, tcp, token_file, tls_cert, tls_key, http,
     /// jobs, queue, keep_finished_s, max_message, params_dir, synthesis_threads,
-    /// request_threads, …) beside the engine's fields. Every field has a default; without a file the daemon listens on zkpipe.sock.
+    /// request_threads, …) beside the engine's fields. Every field has a default; without a
+    /// file the daemon listens on zkpipe.sock.
     #[arg(long)]
     config: Option<PathBuf>,
     /// Prove on the CPU whatever the configuration says.

@@ -19,10 +19,10 @@ use prost::bytes::Bytes;
 use rayon::prelude::*;
 use zkpipe_field::Fr;
 use zkpipe_filecoin::{FilecoinError, LoadedKey, Prover, Turn};
-
-use crate::requests::RequestThreads;
 use zkpipe_pipeline::{Engine, ProvingKey, Witness};
 use zkpipe_r1cs::{Recording, RecordingError};
+
+use crate::requests::RequestThreads;
 
 /// Bytes of one value of a witness: a scalar, canonical, little-endian.
 pub const SCALAR_BYTES: usize = 32;
