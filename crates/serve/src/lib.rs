@@ -26,7 +26,7 @@ pub mod pb {
 pub use circuits::{CircuitConfig, CircuitError, Circuits};
 pub use daemon::{Daemon, Limits, Priority, Work};
 pub use exported::{ExportedError, ExportedWitness, WitnessValues};
-pub use requests::RequestThreads;
+pub use requests::{RequestThreads, RequestThreadsError};
 pub use server::{
     connect_tcp, connect_unix, default_engine_config, read_config, read_token, serve, unix_channel,
     ClientTls, ConfigError, ServeConfig, ServeError,

@@ -16,16 +16,25 @@ pub enum RequestThreads {
     Own(Arc<rayon::ThreadPool>),
 }
 
+/// Why the request threads could not be started.
+#[derive(Debug, thiserror::Error)]
+#[error("starting {threads} request threads (`request_threads`): {source}")]
+pub struct RequestThreadsError {
+    pub threads: usize,
+    pub source: rayon::ThreadPoolBuildError,
+}
+
 impl RequestThreads {
     /// `threads` threads of its own; 0: rayon's global pool.
-    pub fn new(threads: usize) -> Result<Self, rayon::ThreadPoolBuildError> {
+    pub fn new(threads: usize) -> Result<Self, RequestThreadsError> {
         match threads {
             0 => Ok(Self::Global),
             n => rayon::ThreadPoolBuilder::new()
                 .num_threads(n)
                 .thread_name(|i| format!("zkpipe-request-{i}"))
                 .build()
-                .map(|pool| Self::Own(Arc::new(pool))),
+                .map(|pool| Self::Own(Arc::new(pool)))
+                .map_err(|source| RequestThreadsError { threads, source }),
         }
     }
 
