@@ -114,8 +114,8 @@ pub fn serve(a: &ServeArgs) -> Result<(), Failure> {
         engine.backend(),
         dir.display()
     );
-    let request_threads =
-        RequestThreads::new(cfg.request_threads).map_err(|e| Failure::Other(Box::new(e)))?;
+    let request_threads = RequestThreads::new(cfg.request_threads, cfg.request_nice)
+        .map_err(|e| Failure::Other(Box::new(e)))?;
     let daemon = Daemon::start(prover, engine, circuits, cfg.limits(), request_threads);
     for name in preload {
         let key = daemon

@@ -95,6 +95,11 @@ pub struct ServeConfig {
     /// host threads. Default 0: rayon's global pool, a thread a core.
     #[serde(default)]
     pub request_threads: usize,
+    /// How far below the daemon's priority those threads run when they are its own (their
+    /// nice value this much above the daemon's, at most 19), so that taking in requests
+    /// yields the cores to the engine's threads. Default 10; 0: the same priority.
+    #[serde(default = "default_request_nice")]
+    pub request_nice: u8,
     /// Circuits proved besides Filecoin's, by name: `[serve.circuits.NAME]` with `params`
     /// (the Groth16 parameter file) and `recording` (the circuit's recording). Each is read
     /// and checked at start; one that cannot be used stops the start with its reason.
@@ -104,6 +109,9 @@ pub struct ServeConfig {
 
 fn default_socket() -> PathBuf {
     PathBuf::from("zkpipe.sock")
+}
+fn default_request_nice() -> u8 {
+    10
 }
 fn default_jobs() -> usize {
     2
@@ -166,6 +174,7 @@ impl Default for ServeConfig {
             synthesis_threads: default_synthesis(),
             synthesis_memory: None,
             request_threads: 0,
+            request_nice: default_request_nice(),
             circuits: Default::default(),
         }
     }
@@ -659,6 +668,7 @@ keep_finished_s = 60
 max_message = "64MiB"
 synthesis_threads = 8
 request_threads = 4
+request_nice = 5
 urgent_jobs = 2
 key_budget = "200GiB"
 preload = ["winning-post:32GiB", "porep-c2:32GiB"]
@@ -675,6 +685,7 @@ preload = ["winning-post:32GiB", "porep-c2:32GiB"]
         assert_eq!(limits.keep_finished, std::time::Duration::from_secs(60));
         assert_eq!(serve.synthesis_threads, 8);
         assert_eq!(serve.request_threads, 4);
+        assert_eq!(serve.request_nice, 5);
         assert_eq!(limits.urgent_workers, 2);
         assert_eq!(serve.key_budget, Some(200 << 30));
         let preload: Vec<zkpipe_filecoin::KeyName> =

@@ -1157,7 +1157,7 @@ fn a_registered_circuit_is_proved_from_its_witness_over_the_socket_and_tcp() {
     let circuits = zkpipe_serve::Circuits::register(&prover, &configs).expect("registers");
     let engine = Engine::start(Config::default().with_backend(Backend::Cpu)).expect("engine");
     // Its requests' digests, checks and conversions on two threads of their own.
-    let threads = RequestThreads::new(2).expect("request threads");
+    let threads = RequestThreads::new(2, 10).expect("request threads");
     let d = Daemon::start(prover, engine, circuits, Limits::default(), threads);
     let token_file = dir.join("token");
     std::fs::write(&token_file, "circuit-token\n").unwrap();
