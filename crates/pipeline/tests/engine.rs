@@ -304,6 +304,47 @@ fn metrics_count_jobs_by_state_in_the_prometheus_text_format() {
 }
 
 #[test]
+fn a_job_has_let_go_of_its_key_when_its_answer_comes() {
+    let s = shape();
+    let key = std::sync::Arc::new(ProvingKey::new(random_key_parts(&s, 5)).unwrap());
+    let good = random_witness(&s, 6);
+    let engine = unchecked_cpu_engine(4);
+    for i in 0..40 {
+        let witness = match i % 2 {
+            0 => good.clone(),
+            _ => unsatisfied(&good, i),
+        };
+        let answer = engine
+            .submit(&key, witness, Randomness::Random)
+            .unwrap()
+            .wait();
+        assert_eq!(answer.is_ok(), i % 2 == 0, "job {i}: {answer:?}");
+        assert_eq!(
+            std::sync::Arc::strong_count(&key),
+            1,
+            "job {i}: the engine still holds the key after answering"
+        );
+    }
+    let (slow_key, slow) = slow_job();
+    let first = engine.submit(&slow_key, slow, Randomness::Random).unwrap();
+    let soon = std::time::Instant::now() + std::time::Duration::from_millis(1);
+    let late = engine
+        .submit_before(&key, good.clone(), Randomness::Random, soon)
+        .unwrap();
+    assert!(matches!(
+        late.wait(),
+        Err(ProveError::DeadlineExceeded { .. })
+    ));
+    assert_eq!(
+        std::sync::Arc::strong_count(&key),
+        1,
+        "a job dropped unrun still holds the key after answering"
+    );
+    first.wait().unwrap();
+    engine.shutdown();
+}
+
+#[test]
 fn a_job_whose_deadline_passes_in_the_queue_is_dropped_unrun() {
     let s = shape();
     let key = std::sync::Arc::new(ProvingKey::new(random_key_parts(&s, 5)).unwrap());

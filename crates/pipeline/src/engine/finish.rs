@@ -10,7 +10,7 @@ use blstrs::Scalar;
 use crossbeam::channel::Receiver;
 use zkpipe_msm::{CpuMsm, Msm};
 
-use super::job::Reply;
+use super::job::{Answer, Reply};
 use crate::config::ProofCheck;
 use crate::g1::G1Output;
 use crate::prover;
@@ -53,7 +53,23 @@ pub(super) fn g2_stage(rx: Receiver<G1Done>, stats: Arc<Counters>, check: ProofC
         if let Err(e) = &result {
             tracing::warn!(job = d.id, error = %e, "job failed");
         }
-        let _ = d.reply.send(result);
+        d.answer(result);
+    }
+}
+
+impl G1Done {
+    /// Answers the job's caller, having first let go of what the job held (its key, the G1
+    /// stage's output): a caller holding its answer finds the key free to evict.
+    pub(super) fn answer(self, answer: Answer) {
+        let G1Done {
+            key,
+            g1,
+            inputs,
+            reply,
+            ..
+        } = self;
+        drop((key, g1, inputs));
+        let _ = reply.send(answer);
     }
 }
 

@@ -20,8 +20,11 @@ pub enum Randomness {
     Fixed { r: Scalar, s: Scalar },
 }
 
+/// A job's answer: its proof and report, or why there is none.
+pub(super) type Answer = Result<(Proof, JobReport), ProveError>;
+
 /// Where a job's answer goes.
-pub(super) type Reply = Sender<Result<(Proof, JobReport), ProveError>>;
+pub(super) type Reply = Sender<Answer>;
 
 /// A submitted job, waiting for a worker.
 pub(super) struct Job {
@@ -36,6 +39,21 @@ pub(super) struct Job {
     pub(super) s: Scalar,
     pub(super) reply: Reply,
     pub(super) lane: Lane,
+}
+
+impl Job {
+    /// Answers the job's caller, having first let go of what the job held (its key, its
+    /// witness): a caller holding its answer finds the key free to evict.
+    pub(super) fn answer(self, answer: Answer) {
+        let Job {
+            key,
+            witness,
+            reply,
+            ..
+        } = self;
+        drop((key, witness));
+        let _ = reply.send(answer);
+    }
 }
 
 impl Laned for Job {

@@ -100,7 +100,7 @@ pub(super) fn run(w: Worker, jobs: Taker<Job>, out: Sender<G1Done>, stats: Arc<C
                         reason: "its device was quarantined and the engine is shutting down".into(),
                     };
                     stats.failed.fetch_add(1, Ordering::Relaxed);
-                    let _ = job.reply.send(Err(e));
+                    job.answer(Err(e));
                 }
             }
         }
@@ -137,13 +137,14 @@ fn take(w: &Worker, job: Job, stats: &Counters) -> Taken {
     stats.taken.fetch_add(1, Ordering::Relaxed);
     if job.cancelled.load(Ordering::SeqCst) || w.abandon.load(Ordering::SeqCst) {
         stats.cancelled.fetch_add(1, Ordering::Relaxed);
-        let _ = job.reply.send(Err(ProveError::Cancelled { job: job.id }));
+        let id = job.id;
+        job.answer(Err(ProveError::Cancelled { job: id }));
         return Taken::Answered;
     }
     if job.deadline.is_some_and(|d| Instant::now() >= d) {
         stats.failed.fetch_add(1, Ordering::Relaxed);
         let what = "before it started";
-        let _ = job.reply.send(Err(ProveError::DeadlineExceeded { what }));
+        job.answer(Err(ProveError::DeadlineExceeded { what }));
         return Taken::Answered;
     }
     Taken::Run(job)
@@ -190,8 +191,9 @@ fn run_job(w: &Worker, mut job: Job, out: &Sender<G1Done>, stats: &Counters) -> 
                 reply: job.reply,
             };
             if let Err(e) = out.send(done) {
-                let _ = e.0.reply.send(Err(ProveError::Lost {
-                    job: e.0.id,
+                let job = e.0.id;
+                e.0.answer(Err(ProveError::Lost {
+                    job,
                     reason: "the G2 stage stopped".into(),
                 }));
             }
@@ -201,7 +203,7 @@ fn run_job(w: &Worker, mut job: Job, out: &Sender<G1Done>, stats: &Counters) -> 
         Err(e) => {
             tracing::warn!(job = job.id, error = %e, "job failed");
             stats.failed.fetch_add(1, Ordering::Relaxed);
-            let _ = job.reply.send(Err(e));
+            job.answer(Err(e));
             None
         }
     }
