@@ -96,9 +96,10 @@ pub struct ServeConfig {
     #[serde(default)]
     pub request_threads: usize,
     /// How far below the daemon's priority those threads run when they are its own (their
-    /// nice value this much above the daemon's, at most 19), so that taking in requests
-    /// yields the cores to the engine's threads. Default 10; 0: the same priority.
-    #[serde(default = "default_request_nice")]
+    /// nice value this much above the daemon's, at most 19). Default 0, the same priority:
+    /// taking in requests feeds the GPU, and threads that yield their cores to the engine's
+    /// starve it (benches/NOTES.md, session 40).
+    #[serde(default)]
     pub request_nice: u8,
     /// Circuits proved besides Filecoin's, by name: `[serve.circuits.NAME]` with `params`
     /// (the Groth16 parameter file) and `recording` (the circuit's recording). Each is read
@@ -109,9 +110,6 @@ pub struct ServeConfig {
 
 fn default_socket() -> PathBuf {
     PathBuf::from("zkpipe.sock")
-}
-fn default_request_nice() -> u8 {
-    10
 }
 fn default_jobs() -> usize {
     2
@@ -174,7 +172,7 @@ impl Default for ServeConfig {
             synthesis_threads: default_synthesis(),
             synthesis_memory: None,
             request_threads: 0,
-            request_nice: default_request_nice(),
+            request_nice: 0,
             circuits: Default::default(),
         }
     }
