@@ -1,6 +1,7 @@
 //! The engine's figures in the Prometheus text format ([`crate::Engine::metrics`]): jobs by
-//! state, the queue's depth, histograms of each stage's device milliseconds, upload bytes and
-//! speed, VRAM and pinned memory in use and at their high-water marks, quarantined devices.
+//! state, the queue's depth, histograms of each stage's device milliseconds, the GPU locks'
+//! held time and the staging time, upload bytes and speed, VRAM and pinned memory in use and
+//! at their high-water marks, quarantined devices.
 
 use std::fmt::Write;
 
@@ -57,6 +58,20 @@ pub(crate) fn render(st: &EngineStats, queued: u64, stages: &StageHistograms) ->
         "counter",
         "Device seconds during which a copy of streamed key points ran (jobs added up).",
         &plain(st.link_busy_ms / 1e3),
+    );
+    metric(
+        "zkpipe_gpu_lock_seconds_total",
+        "counter",
+        "Seconds jobs held their device's GPU lock (devices added up): its rate over the \
+         devices is how busy the workers keep them, and a rate short of it while jobs wait \
+         says the host does not feed them.",
+        &plain(st.gpu_lock_ms / 1e3),
+    );
+    metric(
+        "zkpipe_staging_seconds_total",
+        "counter",
+        "Host seconds jobs spent staging their uploads outside the GPU lock.",
+        &plain(st.staging_ms / 1e3),
     );
     metric(
         "zkpipe_resident_uploads_total",
@@ -158,6 +173,8 @@ mod tests {
             moved_off_quarantined: 3,
             bases_streamed_bytes: 46_000_000_000,
             link_busy_ms: 1500.0,
+            gpu_lock_ms: 93_250.0,
+            staging_ms: 12_500.0,
             ..EngineStats::default()
         };
         let text = render(&st, 2, &h);
@@ -170,6 +187,8 @@ mod tests {
         assert!(text.contains("zkpipe_jobs_moved_off_quarantined_total 3\n"));
         assert!(text.contains("zkpipe_bases_streamed_bytes_total 46000000000\n"));
         assert!(text.contains("zkpipe_link_busy_seconds_total 1.5\n"));
+        assert!(text.contains("zkpipe_gpu_lock_seconds_total 93.25\n"));
+        assert!(text.contains("zkpipe_staging_seconds_total 12.5\n"));
         // Every sample line is `name{labels} value` with a number for the value.
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let (name, value) = line.rsplit_once(' ').expect("a sample has a value");
