@@ -522,12 +522,24 @@ macro_rules! call {
                 Ok(())
             }
             ClientCommand::Bench(args) => {
-                let first = prove_call!(c);
+                let first = prove_call!(c.clone());
                 let mut rest = Vec::new();
                 for _ in 1..args.connections {
                     rest.push(prove_call!($connect.await?));
                 }
-                crate::serve_bench::run(args, crate::serve_bench::in_turn(first, rest)).await
+                let metrics: crate::serve_bench::MetricsCall = {
+                    let client = c.clone();
+                    Arc::new(move || {
+                        let mut c = client.clone();
+                        Box::pin(async move {
+                            c.get_metrics(pb::MetricsRequest {})
+                                .await
+                                .map(|r| r.into_inner().text)
+                        })
+                    })
+                };
+                crate::serve_bench::run(args, crate::serve_bench::in_turn(first, rest), metrics)
+                    .await
             }
             ClientCommand::Preload(k) => {
                 let r = c

@@ -91,6 +91,50 @@ pub type ProveCall = Arc<
         + Sync,
 >;
 
+/// One call of GetMetrics: the daemon's metrics as Prometheus text.
+pub type MetricsCall = Arc<
+    dyn Fn() -> Pin<Box<dyn Future<Output = Result<String, tonic::Status>> + Send>> + Send + Sync,
+>;
+
+/// The seconds the daemon's jobs have held their devices' GPU locks, from its metrics text
+/// (`zkpipe_gpu_lock_seconds_total`); None when the text has no such sample.
+fn gpu_lock_seconds(metrics: &str) -> Option<f64> {
+    metrics.lines().find_map(|line| {
+        let value = line.strip_prefix("zkpipe_gpu_lock_seconds_total ")?;
+        value.trim().parse().ok()
+    })
+}
+
+/// The GPU locks' held seconds now, or why they cannot be read (said once, not fatal: the
+/// bench's proofs are its result).
+async fn gpu_lock_now(metrics: &MetricsCall) -> Option<f64> {
+    match metrics().await {
+        Ok(text) => {
+            let seconds = gpu_lock_seconds(&text);
+            if seconds.is_none() {
+                crate::say!("bench: the daemon's metrics carry no zkpipe_gpu_lock_seconds_total; the GPU's busy share is not reported");
+            }
+            seconds
+        }
+        Err(e) => {
+            crate::say!("bench: the daemon's metrics could not be read ({:?}: {}); the GPU's busy share is not reported", e.code(), e.message());
+            None
+        }
+    }
+}
+
+/// How long the GPU locks were held over the run: the seconds, and their share of the run
+/// (devices added up, so 1.0 a device kept busy throughout).
+fn gpu_lock_over(before: Option<f64>, after: Option<f64>, elapsed: Duration) -> serde_json::Value {
+    match (before, after) {
+        (Some(b), Some(a)) if elapsed > Duration::ZERO => serde_json::json!({
+            "held_s": a - b,
+            "share": (a - b) / elapsed.as_secs_f64(),
+        }),
+        _ => serde_json::Value::Null,
+    }
+}
+
 /// The calls `first` and `rest` make, taken in turn (`first` alone when `rest` is empty).
 pub fn in_turn(first: ProveCall, rest: Vec<ProveCall>) -> ProveCall {
     let calls: Vec<ProveCall> = std::iter::once(first).chain(rest).collect();
@@ -371,7 +415,7 @@ fn report(outcomes: &[Outcome], elapsed: Duration) -> serde_json::Value {
 
 /// Runs the mix against the daemon `call` reaches; prints the report (a table on standard
 /// error, JSON on standard output); fails when any request failed.
-pub async fn run(args: &BenchArgs, call: ProveCall) -> Result<(), Failure> {
+pub async fn run(args: &BenchArgs, call: ProveCall, metrics: MetricsCall) -> Result<(), Failure> {
     let loads = args.loads()?;
     let run = format!(
         "{:x}",
@@ -394,6 +438,7 @@ pub async fn run(args: &BenchArgs, call: ProveCall) -> Result<(), Failure> {
             .join(", "),
         args.duration_s
     );
+    let locks_before = gpu_lock_now(&metrics).await;
     let drivers: Vec<_> = loads
         .into_iter()
         .map(|l| tokio::spawn(drive(Arc::clone(&call), l, run.clone(), until)))
@@ -405,7 +450,10 @@ pub async fn run(args: &BenchArgs, call: ProveCall) -> Result<(), Failure> {
                 .map_err(|e| Failure::Other(format!("a load's driver ended: {e}").into()))?,
         );
     }
-    let r = report(&outcomes, start.elapsed());
+    let elapsed = start.elapsed();
+    let locks_after = gpu_lock_now(&metrics).await;
+    let mut r = report(&outcomes, elapsed);
+    r["gpu_lock"] = gpu_lock_over(locks_before, locks_after, elapsed);
     if let Some(kinds) = r["kinds"].as_object() {
         crate::say!("| kind | proved | failed | proofs/hour | p50 ms | p90 ms | p99 ms | max ms | queue p50 | run p50 | outside p50 |");
         crate::say!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
@@ -426,6 +474,14 @@ pub async fn run(args: &BenchArgs, call: ProveCall) -> Result<(), Failure> {
                 f(&k["outside_ms"]["p50"])
             );
         }
+    }
+    if let Some(share) = r["gpu_lock"]["share"].as_f64() {
+        crate::say!(
+            "GPU locks held {:.1} s of the run's {:.1} s: {:.1}% (devices added up: 100% a device kept busy throughout)",
+            r["gpu_lock"]["held_s"].as_f64().unwrap_or_default(),
+            elapsed.as_secs_f64(),
+            share * 100.0
+        );
     }
     println!("{r}");
     let failed = outcomes.iter().filter(|o| o.error.is_some()).count();
@@ -512,6 +568,34 @@ mod tests {
             took >= Duration::from_millis(1500) && took < Duration::from_secs(5),
             "the driver took {took:?}"
         );
+    }
+
+    #[test]
+    fn the_gpu_locks_held_time_is_read_from_the_metrics_and_taken_over_the_run() {
+        let text = "# HELP zkpipe_gpu_lock_seconds_total Seconds.\n\
+                    # TYPE zkpipe_gpu_lock_seconds_total counter\n\
+                    zkpipe_gpu_lock_seconds_total_other 5\n\
+                    zkpipe_gpu_lock_seconds_total 93.25\n\
+                    zkpipe_staging_seconds_total 12.5\n";
+        assert_eq!(gpu_lock_seconds(text), Some(93.25));
+        assert_eq!(gpu_lock_seconds("zkpipe_jobs_total 3\n"), None);
+        assert_eq!(
+            gpu_lock_seconds("zkpipe_gpu_lock_seconds_total NaN-ish\n"),
+            None
+        );
+        let over = gpu_lock_over(Some(10.0), Some(55.0), Duration::from_secs(50));
+        assert_eq!(over["held_s"], 45.0);
+        assert_eq!(over["share"], 0.9);
+        // Two devices kept busy throughout come to 2.0.
+        let two = gpu_lock_over(Some(0.0), Some(100.0), Duration::from_secs(50));
+        assert_eq!(two["share"], 2.0);
+        for unknown in [
+            gpu_lock_over(None, Some(1.0), Duration::from_secs(1)),
+            gpu_lock_over(Some(1.0), None, Duration::from_secs(1)),
+            gpu_lock_over(Some(1.0), Some(2.0), Duration::ZERO),
+        ] {
+            assert!(unknown.is_null(), "{unknown}");
+        }
     }
 
     #[test]
