@@ -527,17 +527,14 @@ macro_rules! call {
                 for _ in 1..args.connections {
                     rest.push(prove_call!($connect.await?));
                 }
-                let metrics: crate::serve_bench::MetricsCall = {
-                    let client = c.clone();
-                    Arc::new(move || {
-                        let mut c = client.clone();
-                        Box::pin(async move {
-                            c.get_metrics(pb::MetricsRequest {})
-                                .await
-                                .map(|r| r.into_inner().text)
-                        })
+                let metrics: crate::serve_bench::MetricsCall = Arc::new(move || {
+                    let mut c = c.clone();
+                    Box::pin(async move {
+                        c.get_metrics(pb::MetricsRequest {})
+                            .await
+                            .map(|r| r.into_inner().text)
                     })
-                };
+                });
                 crate::serve_bench::run(args, crate::serve_bench::in_turn(first, rest), metrics)
                     .await
             }

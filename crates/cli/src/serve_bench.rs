@@ -123,15 +123,28 @@ async fn gpu_lock_now(metrics: &MetricsCall) -> Option<f64> {
     }
 }
 
-/// How long the GPU locks were held over the run: the seconds, and their share of the run
-/// (devices added up, so 1.0 a device kept busy throughout).
-fn gpu_lock_over(before: Option<f64>, after: Option<f64>, elapsed: Duration) -> serde_json::Value {
+/// How long the GPU locks were held over a run.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+struct GpuLockShare {
+    /// Seconds held, devices added up.
+    held_s: f64,
+    /// Of the run's time (devices added up: 1.0 a device kept busy throughout).
+    share: f64,
+}
+
+/// The GPU locks' share of a run of `elapsed` from their held seconds `before` and `after`
+/// it; None where either is unknown.
+fn gpu_lock_over(
+    before: Option<f64>,
+    after: Option<f64>,
+    elapsed: Duration,
+) -> Option<GpuLockShare> {
     match (before, after) {
-        (Some(b), Some(a)) if elapsed > Duration::ZERO => serde_json::json!({
-            "held_s": a - b,
-            "share": (a - b) / elapsed.as_secs_f64(),
+        (Some(b), Some(a)) if elapsed > Duration::ZERO => Some(GpuLockShare {
+            held_s: a - b,
+            share: (a - b) / elapsed.as_secs_f64(),
         }),
-        _ => serde_json::Value::Null,
+        _ => None,
     }
 }
 
@@ -452,8 +465,9 @@ pub async fn run(args: &BenchArgs, call: ProveCall, metrics: MetricsCall) -> Res
     }
     let elapsed = start.elapsed();
     let locks_after = gpu_lock_now(&metrics).await;
+    let gpu_lock = gpu_lock_over(locks_before, locks_after, elapsed);
     let mut r = report(&outcomes, elapsed);
-    r["gpu_lock"] = gpu_lock_over(locks_before, locks_after, elapsed);
+    r["gpu_lock"] = serde_json::json!(gpu_lock);
     if let Some(kinds) = r["kinds"].as_object() {
         crate::say!("| kind | proved | failed | proofs/hour | p50 ms | p90 ms | p99 ms | max ms | queue p50 | run p50 | outside p50 |");
         crate::say!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
@@ -475,12 +489,12 @@ pub async fn run(args: &BenchArgs, call: ProveCall, metrics: MetricsCall) -> Res
             );
         }
     }
-    if let Some(share) = r["gpu_lock"]["share"].as_f64() {
+    if let Some(lock) = gpu_lock {
         crate::say!(
             "GPU locks held {:.1} s of the run's {:.1} s: {:.1}% (devices added up: 100% a device kept busy throughout)",
-            r["gpu_lock"]["held_s"].as_f64().unwrap_or_default(),
+            lock.held_s,
             elapsed.as_secs_f64(),
-            share * 100.0
+            lock.share * 100.0
         );
     }
     println!("{r}");
@@ -583,19 +597,24 @@ mod tests {
             gpu_lock_seconds("zkpipe_gpu_lock_seconds_total NaN-ish\n"),
             None
         );
-        let over = gpu_lock_over(Some(10.0), Some(55.0), Duration::from_secs(50));
-        assert_eq!(over["held_s"], 45.0);
-        assert_eq!(over["share"], 0.9);
+        let over = gpu_lock_over(Some(10.0), Some(55.0), Duration::from_secs(50)).unwrap();
+        assert_eq!(over.held_s, 45.0);
+        assert_eq!(over.share, 0.9);
+        assert_eq!(
+            serde_json::json!(over),
+            serde_json::json!({"held_s": 45.0, "share": 0.9})
+        );
         // Two devices kept busy throughout come to 2.0.
-        let two = gpu_lock_over(Some(0.0), Some(100.0), Duration::from_secs(50));
-        assert_eq!(two["share"], 2.0);
+        let two = gpu_lock_over(Some(0.0), Some(100.0), Duration::from_secs(50)).unwrap();
+        assert_eq!(two.share, 2.0);
         for unknown in [
             gpu_lock_over(None, Some(1.0), Duration::from_secs(1)),
             gpu_lock_over(Some(1.0), None, Duration::from_secs(1)),
             gpu_lock_over(Some(1.0), Some(2.0), Duration::ZERO),
         ] {
-            assert!(unknown.is_null(), "{unknown}");
+            assert_eq!(unknown, None);
         }
+        assert!(serde_json::json!(None::<GpuLockShare>).is_null());
     }
 
     #[test]
